@@ -1912,15 +1912,12 @@ def test_walking_the_folder_list_with_arrow_keys_is_one_search(
     context.close()
 
 
-def test_a_score_threshold_searches_once_typing_rests_and_its_chip_is_the_one_taken(
+def threshold_page(
     deployment: Deployment, browser: Browser
-) -> None:
-    """README says a threshold change searches once it rests, but the box listened for
-    "change", which a number box fires only on Enter or on leaving it: "0.9" typed and left
-    sent nothing. And its chip showed the box as the last search read it, refused or not:
-    after "5" was refused, "-1" typed showed "Score ≥ 5 × best". Typing now searches once it
-    rests (one search for "0.9", sent with it), and the chip is the value the search takes,
-    none while the box holds one it refuses."""
+) -> tuple[BrowserContext, Page, list[dict[str, object]]]:
+    """A page of Alice's, in a context of its own, with her search for "lighthouse lens"
+    answered and the Advanced filters open, and the list each later /v1/search request's body
+    is added to."""
     context = browser.new_context()
     page = context.new_page()
     sent: list[dict[str, object]] = []
@@ -1932,6 +1929,19 @@ def test_a_score_threshold_searches_once_typing_rests_and_its_chip_is_the_one_ta
     search(page, "lighthouse lens")
     expect(page.locator("#status")).to_have_text(f"{len(ALICE_ALL)} results.")
     page.locator("#advanced summary").click()
+    return context, page, sent
+
+
+def test_a_score_threshold_searches_once_typing_rests_and_its_chip_is_the_one_taken(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """README says a threshold change searches once it rests, but the box listened for
+    "change", which a number box fires only on Enter or on leaving it: "0.9" typed and left
+    sent nothing. And its chip showed the box as the last search read it, refused or not:
+    after "5" was refused, "-1" typed showed "Score ≥ 5 × best". Typing now searches once it
+    rests (one search for "0.9", sent with it), and the chip is the value the search takes,
+    none while the box holds one it refuses."""
+    context, page, sent = threshold_page(deployment, browser)
     before = len(sent)
     box = page.locator("#threshold")
     with page.expect_request("**/v1/search") as request:
@@ -1964,17 +1974,7 @@ def test_a_threshold_the_box_cannot_read_is_refused_not_dropped(
     makes its value "", validity.badInput) was read as no threshold: once typing rested the
     search was sent without one, the chip gone, and the results unfiltered without a word. It
     is refused as one outside 0-1 is (no request)."""
-    context = browser.new_context()
-    page = context.new_page()
-    sent: list[dict[str, object]] = []
-    page.on(
-        "request",
-        lambda r: sent.append(r.post_data_json) if r.url.endswith("/v1/search") else None,
-    )
-    open_signed_in(page, deployment.url, "alice")
-    search(page, "lighthouse lens")
-    expect(page.locator("#status")).to_have_text(f"{len(ALICE_ALL)} results.")
-    page.locator("#advanced summary").click()
+    context, page, sent = threshold_page(deployment, browser)
     before = len(sent)
     box = page.locator("#threshold")
     refused = "The score threshold is a share of the best result's score, from 0 to 1."
@@ -2000,12 +2000,7 @@ def test_a_threshold_between_the_boxs_steps_does_not_stop_enter(
     score_threshold, and the box's search as it is typed took "0.93", its chip shown): the
     form's own validation held "0.93" a step mismatch, and Enter, in the query box or the
     threshold's, searched nothing (the browser's "nearest valid values" bubble instead)."""
-    context = browser.new_context()
-    page = context.new_page()
-    open_signed_in(page, deployment.url, "alice")
-    search(page, "lighthouse lens")
-    expect(page.locator("#status")).to_have_text(f"{len(ALICE_ALL)} results.")
-    page.locator("#advanced summary").click()
+    context, page, _ = threshold_page(deployment, browser)
     box = page.locator("#threshold")
     with page.expect_request("**/v1/search") as request:
         box.press_sequentially("0.93")
