@@ -28,6 +28,7 @@ from typing import Any
 from ncindex.errors import ExtractionError
 from ncindex.text.blocks import one_line
 from ncindex.text.charsets import decode_without_nuls
+from ncindex.text.flowed import unflow
 from ncindex.text.markup import html_text
 
 _ADDRESS_HEADERS = ("From", "To", "Cc", "Date")
@@ -552,11 +553,32 @@ def _part_text(part: MIMEPart, late: Callable[[], bool], max_chars: int | None) 
     body (a base64 or quoted-printable one decodes to any bytes; only the raw message's are
     refused, by :func:`eml_text`) are dropped
     (:func:`~ncindex.text.charsets.decode_without_nuls`) rather than losing the whole
-    message — its subject and addresses too — as binary data."""
+    message — its subject and addresses too — as binary data. A ``format=flowed`` plain
+    part has its paragraphs joined (:func:`_flowed`), its lines read only until its text
+    is past ``max_chars``."""
     content = _part_content(part)
     if part.get_content_subtype() == "html" and content:
         return html_text(content, late=late, max_chars=max_chars)
+    if (delsp := _flowed(part)) is not None:
+        return unflow(content, delsp=delsp, max_chars=max_chars), False
     return content, False
+
+
+def _flowed(part: MIMEPart) -> bool | None:
+    """Whether a ``text/plain`` ``part`` is flowed text — ``None`` when it is not (RFC 3676
+    §4: ``format`` is ``fixed`` when it is absent or unrecognised, its value and name not
+    case-sensitive), else whether its soft line breaks' spaces are deleted (``delsp=yes``;
+    ``no`` when absent or unrecognised). A parameter the ``email`` package reads as a
+    tuple (an RFC 2231 encoded one) is read as its value."""
+    if part.get_content_type() != "text/plain" or _param(part, "format") != "flowed":
+        return None
+    return _param(part, "delsp") == "yes"
+
+
+def _param(part: MIMEPart, name: str) -> str:
+    """The ``Content-Type`` parameter ``name`` of ``part``, lower-cased ("" when absent)."""
+    value = part.get_param(name, "")
+    return str(value[2] if isinstance(value, tuple) else value).strip().lower()
 
 
 def _part_content(part: MIMEPart) -> str:
