@@ -332,7 +332,7 @@ class Names:
 
     @property
     def rcp_prefix(self) -> str:
-        """RCP sessions: ``…:rcp:s:<credential hash>:<session id>``."""
+        """RCP sessions: ``…:rcp:s:{<credential hash>}:<session id>``."""
         return self.key("rcp", "")
 
     def ui_session(self, session_hash: str) -> str:

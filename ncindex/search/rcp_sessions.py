@@ -24,14 +24,15 @@ conformance checker) has nowhere to carry one, nor does one that names its own s
 
 from __future__ import annotations
 
+import hashlib
 import math
 import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import rcp
 import redis
@@ -47,8 +48,8 @@ SESSION_SECONDS = 3600
 """Idle lifetime of an RCP session, seconds."""
 
 MAX_LOCAL_SESSIONS = 50_000
-"""Most sessions a process keeps in memory during an outage (420 bytes each with a 128-character
-``RCP-Session`` id, 21 MB in all, measured with ``tracemalloc``); beyond it the one used
+"""Most sessions a process keeps in memory during an outage (460 bytes each with a 128-character
+``RCP-Session`` id, 23 MB in all, measured with ``tracemalloc``); beyond it the one used
 longest ago is forgotten. A bound is needed:
 ``shutdown`` ends the sessions of whatever ``Authorization`` header it is sent, unchecked, so
 during an outage anyone could add to the memory at the rate of their requests (the per-caller
@@ -71,10 +72,82 @@ the outage, or in another process), or ``ended`` it (``shutdown``)."""
 class _Local:
     """One session's state in this process's memory during an outage, kept until ``until``
     (seconds on the sessions' clock): the idle lifetime of a ``started`` or ``used`` session,
-    from its last use; a tombstone's for an ``ended`` one."""
+    from its last use; a tombstone's for an ``ended`` one. ``at``: when it was started or
+    ended, microseconds since the Unix epoch on this host's wall clock (0 for ``used``)."""
 
     state: State
     until: float
+    at: int
+
+
+_MARK: dict[State, str] = {"started": "+", "ended": "-", "used": "u"}
+"""How :data:`_WRITE_BACK` is told what was done."""
+
+
+class _Lua:
+    """A Lua script, run by ``EVALSHA`` (one round trip that does not send the script), or by
+    ``EVAL`` when Redis does not hold it (restarted, ``SCRIPT FLUSH``), which loads it."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+
+    def __call__(self, breaker: RedisBreaker, keys: Sequence[str], *args: str | int) -> Any:
+        """The script's answer; raises what ``breaker.call`` raises."""
+        try:
+            return breaker.call("evalsha", self.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            return breaker.call("eval", self.source, len(keys), *keys, *args)
+
+
+# A session's key holds "+<µs>" (started at that time, microseconds since the Unix epoch) or
+# "-<µs>" (ended: a tombstone, kept for the session lifetime). Every script's KEYS are sessions
+# of one credential, in one Redis Cluster hash slot ({<credential hash>} in the key).
+# ``read(key)`` is the key's mark and time (nil, 0 when absent); ``now`` Redis's clock, µs.
+_READ = (
+    "local function read(key) local v = redis.call('GET', key) "
+    "if not v then return nil, 0 end "
+    "return string.sub(v, 1, 1), tonumber(string.sub(v, 2)) or 0 end "
+)
+_NOW = "local t = redis.call('TIME') local now = t[1] * 1000000 + t[2] "
+# A live action is timed max(now, the key's time + 1): after whatever it replaces, even a time
+# written back from a host whose clock is ahead of Redis's.
+_STAMP = "string.format('%s%.0f', mark, math.max(now, at + 1))"
+# KEYS sessions, the first the one initialized; ARGV[1] lifetime s → 0 when KEYS[1] is live
+# (nothing done: a second initialize), else 1: each started now
+_START = _Lua(
+    _READ
+    + _NOW
+    + "if read(KEYS[1]) == '+' then return 0 end local mark = '+' "
+    + "for _, key in ipairs(KEYS) do local _, at = read(key) "
+    + f"redis.call('SET', key, {_STAMP}, 'EX', ARGV[1]) end return 1"
+)
+# KEYS[1] session; ARGV[1] lifetime s → 1 live (its lifetime renewed), else 0
+_LOOK_UP = _Lua(
+    "local v = redis.call('GET', KEYS[1]) if v and string.sub(v, 1, 1) == '+' then "
+    "redis.call('EXPIRE', KEYS[1], ARGV[1]) return 1 end return 0"
+)
+# KEYS sessions; ARGV[1] tombstone lifetime s → each ended now
+_END = _Lua(
+    _READ
+    + _NOW
+    + "local mark = '-' for _, key in ipairs(KEYS) do local _, at = read(key) "
+    + f"redis.call('SET', key, {_STAMP}, 'EX', ARGV[1]) end return 1"
+)
+# KEYS[1] session; ARGV[1] what a process did during an outage: "+" started or "-" ended it at
+# ARGV[2] µs (that host's clock), or "u" used it; ARGV[3] the lifetime it has left, ms. A start
+# or end newer than the key's is written (last writer wins by action time; a live start keeps
+# the longer lifetime); an older one, or a use, only lengthens a live session's lifetime (never
+# creates one). → 1 written or lengthened, else 0
+_WRITE_BACK = _Lua(
+    _READ
+    + "local mark, at = read(KEYS[1]) local did, left = ARGV[1], tonumber(ARGV[3]) "
+    + "local live = mark == '+' and did ~= '-' "
+    + "if live then left = math.max(left, redis.call('PTTL', KEYS[1])) end "
+    + "if did ~= 'u' and (not mark or at < tonumber(ARGV[2])) then "
+    + "redis.call('SET', KEYS[1], did .. ARGV[2], 'PX', left) return 1 end "
+    + "if live then redis.call('PEXPIRE', KEYS[1], left) return 1 end return 0"
+)
 
 
 def already_initialized() -> RpcError:
@@ -88,9 +161,13 @@ def already_initialized() -> RpcError:
 
 
 class RcpSessions:
-    """``initialize`` state in Redis, one key per session: ``…:s:<credential hash>:<id>``,
-    where the id is the ``RCP-Session`` value or :data:`IMPLICIT` for a header-less client,
-    expiring after ``ttl`` seconds unused. Commands go through the
+    """``initialize`` state in Redis, one key per session: ``…:s:{<credential hash>}:<id>``,
+    where the id is the ``RCP-Session`` value or :data:`IMPLICIT` for a header-less client.
+    It holds ``+<µs>`` while the session is live, expiring after ``ttl`` seconds unused, and
+    ``-<µs>`` once it ended (a tombstone, kept ``ttl`` seconds): the time the session was
+    last started or ended, microseconds since the Unix epoch. Each call is one Lua script
+    (``EVALSHA``, one round trip) over sessions of one credential, in one Redis Cluster hash
+    slot (the braces). Commands go through the
     :class:`~ncindex.redis_breaker.RedisBreaker` that ``breaker`` returns, so a stalled Redis
     fails them fast rather than once per socket timeout.
 
@@ -108,20 +185,29 @@ class RcpSessions:
       outage's start; its caller is authenticated all the same. A ``shutdown`` in one process
       is therefore not seen by another until Redis answers again;
     * once a Redis call succeeds again, this process writes what it did to Redis first
-      (:meth:`_write_back`): a session it started is set (with its idle lifetime left), one it
-      used has its lifetime renewed if Redis holds it, one it ended is deleted. Until a process
-      has done so, another may answer a session begun in it during the outage -32001, which
-      spec §12.2 has a client answer with ``initialize`` (its session is not in Redis, so that
-      succeeds). One thread writes back at a time, in the order the sessions were last
-      touched; a call meanwhile on a session not yet written back is answered from memory and
-      written back after (so a ``shutdown`` then is not undone by the write-back of its
-      ``initialize``), one on any other session goes to Redis. Between
-      processes there is no such order: each writes back at its next call, without knowing
-      what was done to a session in Redis since, so a session begun here during the outage
-      and ended in another process after it is set again (a later ``initialize`` -32600), and
-      one ended here and begun again in another process during it may be deleted by this
-      process's write-back (-32001). Telling them apart needs the time of each action kept
-      in Redis, tombstones included; not done.
+      (:meth:`_write_back`), last writer wins by the time of each start and end: a session it
+      started or ended is set so (with the lifetime left) unless Redis holds a later start or
+      end of it, made live or written back by another process; one it used has its lifetime
+      lengthened if Redis holds it live, never created. So a session begun here during the
+      outage and ended in another process after it stays ended, and one ended here and begun
+      again in another process after it stays begun, in whatever order the processes write
+      back. Until a process has written back, another may answer a session begun in it
+      during the outage -32001, which spec §12.2 has a client answer with ``initialize`` (its
+      session is not in Redis, so that succeeds). One thread writes back at a time, in the
+      order the sessions were last touched; a call meanwhile on a session not yet written
+      back is answered from memory and written back after, one on any other session goes to
+      Redis.
+
+    Clocks: a live start or end is timed by Redis (``TIME``), and never before the time the key
+    holds (so it follows whatever it replaced); one made during an outage by the host's wall
+    clock (``wall``, seconds since the epoch), the only clock there is then. A host whose clock
+    is ``d`` ahead of Redis's has its outage actions counted ``d`` late, ``d`` behind ``d``
+    early: a start and an end less than ``d`` apart, one in the outage and one not (or in
+    two hosts' outages), may be ordered wrongly, as before this ordering existed. A
+    tombstone lasts ``ttl``: a write-back more than ``ttl`` after the end it should lose to
+    (a process cut off from Redis that long, its session used meanwhile) sets the session
+    again. A ``shutdown`` leaves tombstones even for sessions Redis does not hold (the
+    session may be in a process's memory): a key per ended session for ``ttl``.
 
     The memory holds at most ``max_local`` sessions (:data:`MAX_LOCAL_SESSIONS`; the one used
     longest ago is forgotten, and is then unknown, as above), and a call costs the same however
@@ -138,12 +224,14 @@ class RcpSessions:
         ttl: int = SESSION_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         max_local: int = MAX_LOCAL_SESSIONS,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self._breaker = breaker
         self.prefix = keys.rcp_prefix
         self.ttl = ttl
         self.max_local = max_local
         self._clock = clock
+        self._wall = wall
         self._lock = threading.Lock()
         self._writing = threading.Lock()  # held by the one thread writing back
         # by Redis key, in the order they expire (each recorded for ``ttl`` from its last
@@ -158,23 +246,22 @@ class RcpSessions:
         returns the id to hand back in ``_meta.session``. Raises ``RpcError(-32600)``
         when that session is already initialized (atomic: ``SET NX``; during an outage, when
         this process started it)."""
-        key = self._key(cred, session or IMPLICIT)
         token = session or secrets.token_urlsafe(24)
+        keys = [self._key(cred, sid) for sid in dict.fromkeys((session or IMPLICIT, token))]
         try:
-            self._write_back(key)
-            fresh = self._breaker().call("set", key, "1", ex=self.ttl, nx=True)
-            if not fresh:
+            self._write_back(keys[0])
+            if not _START(self._breaker(), keys, self.ttl):
                 raise already_initialized()
-            if session is None:
-                self._breaker().call("set", self._key(cred, token), "1", ex=self.ttl)
             self._answered()
         except redis.RedisError as exc:
             self._outage("start", exc)
+            at = self._now()
             with self._lock:
-                if self._recorded(key) == "started":
+                local = self._recorded(keys[0])
+                if local is not None and local.state == "started":
                     raise already_initialized() from None
-                self._record(key, "started")
-                self._record(self._key(cred, token), "started")
+                for key in keys:
+                    self._record(key, "started", at)
         return token
 
     def active(self, cred: str, session: str | None) -> bool:
@@ -194,17 +281,20 @@ class RcpSessions:
         key = self._key(cred, session or IMPLICIT)
         try:
             self._write_back(key)
-            live = bool(self._breaker().call("expire", key, self.ttl))
+            live = bool(_LOOK_UP(self._breaker(), [key], self.ttl))
             self._answered()
             return live
         except redis.RedisError as exc:
             self._outage("look_up", exc)
             with self._lock:
-                state = self._recorded(key)
-                if state == "ended":
+                local = self._recorded(key)
+                if local is None:
+                    self._record(key, "used", 0)
+                    return unknown
+                if local.state == "ended":
                     return False
-                self._record(key, state or "used")
-                return state == "started" or unknown
+                self._record(key, local.state, local.at)  # a use: its time is unchanged
+                return local.state == "started" or unknown
 
     def end(self, cred: str, session: str | None) -> None:
         """End the implicit session and, when named, ``session``. Ending what is not
@@ -212,29 +302,36 @@ class RcpSessions:
         keys = sorted({self._key(cred, IMPLICIT), self._key(cred, session or IMPLICIT)})
         try:
             self._write_back(*keys)
-            self._breaker().call("delete", *keys)
+            _END(self._breaker(), keys, self.ttl)
             self._answered()
         except redis.RedisError as exc:
             self._outage("end", exc)
+            at = self._now()
             with self._lock:
                 for key in keys:
-                    self._record(key, "ended")
+                    self._record(key, "ended", at)
 
     def _key(self, cred: str, sid: str) -> str:
-        return f"{self.prefix}s:{cred}:{sid}"
+        """``…:s:{<cred>}:<sid>``: the braces make the credential the Redis Cluster hash tag, so
+        the keys of one script (sessions of one credential) share a slot."""
+        return f"{self.prefix}s:{{{cred}}}:{sid}"
 
-    def _recorded(self, key: str) -> State | None:
-        """The live state of ``key`` in memory (the expired are dropped first). Under the
-        lock."""
-        self._expire()
-        local = self._local.get(key)
-        return None if local is None else local.state
+    def _now(self) -> int:
+        """This host's wall clock, microseconds since the Unix epoch: the time of a start or
+        end during an outage."""
+        return int(self._wall() * 1_000_000)
 
-    def _record(self, key: str, state: State) -> None:
-        """Hold ``key`` in ``state`` for ``ttl`` from now (so last in expiry order), dropping
-        the expired, and the oldest beyond ``max_local``. Under the lock."""
+    def _recorded(self, key: str) -> _Local | None:
+        """``key``'s live record in memory (the expired are dropped first). Under the lock."""
         self._expire()
-        self._local[key] = _Local(state, self._clock() + self.ttl)
+        return self._local.get(key)
+
+    def _record(self, key: str, state: State, at: int) -> None:
+        """Hold ``key`` in ``state``, started or ended at ``at`` (µs, :meth:`_now`), for ``ttl``
+        from now (so last in expiry order), dropping the expired, and the oldest beyond
+        ``max_local``. Under the lock."""
+        self._expire()
+        self._local[key] = _Local(state, self._clock() + self.ttl, at)
         self._local.move_to_end(key)
         while len(self._local) > self.max_local:
             self._local.popitem(last=False)
@@ -267,20 +364,17 @@ class RcpSessions:
                     return
             raise _WritingBack("another thread is writing sessions back")
         try:
-            written = 0
+            written = applied = 0
             while True:
                 with self._lock:
                     self._expire()
                     if not self._local:
                         break
                     key, local = next(iter(self._local.items()))
-                left = max(1, math.ceil(local.until - self._clock()))
-                if local.state == "ended":
-                    self._breaker().call("delete", key)
-                elif local.state == "started":
-                    self._breaker().call("set", key, "1", ex=left)
-                else:  # used: renewed if Redis holds it, never created
-                    self._breaker().call("expire", key, left)
+                left_ms = max(1, math.ceil((local.until - self._clock()) * 1000))
+                applied += _WRITE_BACK(
+                    self._breaker(), [key], _MARK[local.state], local.at, left_ms
+                )
                 written += 1
                 with self._lock:
                     if self._local.get(key) is local:  # else touched meanwhile: now later on
@@ -288,7 +382,7 @@ class RcpSessions:
         finally:
             self._writing.release()
         self._answered()
-        log.info("rcp_sessions_written_back", sessions=written)
+        log.info("rcp_sessions_written_back", sessions=written, applied=applied)
 
     def _answered(self) -> None:
         """A Redis call succeeded: log the end of an outage that was logged."""

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
+from collections.abc import Callable
 
+import pytest
+import redis
+from redis.crc import key_slot
 from structlog.testing import capture_logs
 
 from ncindex.names import Names
@@ -18,17 +23,25 @@ from support import Clock
 CRED = "c" * 64  # a credential's SHA-256, as RcpServer keys sessions
 
 
-def process(url: str, clock: Clock, ttl: int = 3600) -> RcpSessions:
-    """One process's sessions on the Redis at ``url``, its breaker reset after 1 s."""
+def process(
+    url: str, clock: Clock, ttl: int = 3600, wall: Callable[[], float] = time.time
+) -> RcpSessions:
+    """One process's sessions on the Redis at ``url``, its breaker reset after 1 s; ``wall``
+    its host's wall clock."""
     breaker = RedisBreaker(url, reset_seconds=1, clock=clock)
-    return RcpSessions(lambda: breaker, Names(), ttl=ttl, clock=clock)
+    return RcpSessions(lambda: breaker, Names(), ttl=ttl, clock=clock, wall=wall)
+
+
+def two_processes(url: str) -> tuple[Clock, RcpSessions, RcpSessions]:
+    """Two processes' sessions (A, B) on the Redis at ``url``, on one clock."""
+    clock = Clock()
+    return clock, process(url, clock), process(url, clock)
 
 
 def test_a_session_begun_during_an_outage_works_in_another_process_and_after_it(
     private_redis: RedisProcess,
 ) -> None:
-    clock = Clock()
-    a, b = process(private_redis.url, clock), process(private_redis.url, clock)
+    clock, a, b = two_processes(private_redis.url)
     a.start(CRED, "begun-before")
     private_redis.stop()
     # B knows nothing of these sessions: it answers them as initialized (spec §5.2)
@@ -115,7 +128,7 @@ def test_memory_holds_at_most_max_local_sessions_the_oldest_forgotten(
 
 
 class _HeldSet:
-    """A breaker whose first ``set`` once ``armed`` waits for ``release`` (a write-back caught
+    """A breaker whose first script once ``armed`` waits for ``release`` (a write-back caught
     mid-way)."""
 
     def __init__(self, breaker: RedisBreaker) -> None:
@@ -124,7 +137,7 @@ class _HeldSet:
         self.armed = self.held = False
 
     def call(self, command: str, *args: object, **kwargs: object) -> object:
-        if command == "set" and self.armed and not self.held:
+        if command == "evalsha" and self.armed and not self.held:
             self.held = True
             self.reached.set()
             assert self.release.wait(10)
@@ -133,7 +146,7 @@ class _HeldSet:
 
 def _begun_in_an_outage(private_redis: RedisProcess, clock: Clock) -> tuple[RcpSessions, _HeldSet]:
     """A process that began ``begun-in-outage`` while Redis was stopped, Redis back (empty)
-    and its breaker's reset passed; its breaker holds the next ``set`` once armed."""
+    and its breaker's reset passed; its breaker holds the next script once armed."""
     held = _HeldSet(RedisBreaker(private_redis.url, reset_seconds=1, clock=clock))
     a = RcpSessions(lambda: held, Names(), clock=clock)  # type: ignore[arg-type,return-value]
     private_redis.stop()
@@ -149,7 +162,7 @@ def test_a_shutdown_during_another_threads_write_back_is_not_undone(
     clock = Clock()
     a, held = _begun_in_an_outage(private_redis, clock)
     held.armed = True
-    # one thread's call writes back, and is caught before its SET of the session reaches Redis
+    # one thread's call writes back, and is caught before its write of the session reaches Redis
     writer = threading.Thread(target=a.active, args=(CRED, "another-session"))
     writer.start()
     assert held.reached.wait(10)
@@ -179,3 +192,86 @@ def test_a_session_redis_holds_is_asked_of_redis_during_another_threads_write_ba
         held.release.set()
         writer.join(10)
     assert a.started(CRED, "begun-in-outage")
+
+
+def _outage_over(private_redis: RedisProcess, clock: Clock) -> None:
+    """Redis comes back (empty), and the breakers' reset passes: their next calls try it."""
+    private_redis.start_again()
+    clock.now += 1.2
+
+
+def test_a_session_begun_in_an_outage_and_ended_in_another_process_after_it_stays_ended(
+    private_redis: RedisProcess,
+) -> None:
+    """Before: A's write-back set the session again, whatever B did to it since (a later
+    ``initialize`` -32600, a gated call answered after ``shutdown``)."""
+    clock, a, b = two_processes(private_redis.url)
+    private_redis.stop()
+    a.start(CRED, "begun-in-a")
+    _outage_over(private_redis, clock)
+    # the client's next calls reach B, which has not heard of the session: it starts it again
+    # and ends it, before A has written back
+    assert not b.active(CRED, "begun-in-a")
+    b.start(CRED, "begun-in-a")
+    b.end(CRED, "begun-in-a")
+    assert not a.active(CRED, "another-session")  # A's first call writes back
+    assert not a._local
+    assert not b.active(CRED, "begun-in-a")  # was: live again
+    assert not a.started(CRED, "begun-in-a")  # initialize may start it (was: -32600)
+
+
+def test_a_session_ended_in_an_outage_and_begun_in_another_process_after_it_stays_begun(
+    private_redis: RedisProcess,
+) -> None:
+    """Before: A's write-back deleted the session B began after A ended it (-32001)."""
+    clock, a, b = two_processes(private_redis.url)
+    a.start(CRED, "ended-in-a")
+    private_redis.stop()
+    a.end(CRED, "ended-in-a")
+    _outage_over(private_redis, clock)
+    b.start(CRED, "ended-in-a")  # Redis came back empty: B starts it afresh
+    assert not a.active(CRED, "another-session")  # A's first call writes back
+    assert b.active(CRED, "ended-in-a")  # was: deleted
+    assert a.started(CRED, "ended-in-a")
+
+
+@pytest.mark.parametrize("a_first", [True, False], ids=["a-writes-back-first", "b-first"])
+@pytest.mark.parametrize("ended_last", [True, False], ids=["ended-last", "begun-last"])
+def test_the_later_of_a_start_and_an_end_in_two_processes_outages_wins(
+    private_redis: RedisProcess, a_first: bool, ended_last: bool
+) -> None:
+    """A ends a session and B starts it, both in their memory during the outage; once Redis
+    answers, the later of the two holds, whichever process writes back first. Before: the
+    one written back last held (each order failed once)."""
+    clock, wall = Clock(), Clock(time.time())  # one true time; the hosts' clocks agree
+    a = process(private_redis.url, clock, wall=wall)
+    b = process(private_redis.url, clock, wall=wall)
+    private_redis.stop()
+    first, second = (b.start, a.end) if ended_last else (a.end, b.start)
+    first(CRED, "both")
+    wall.now += 0.5
+    second(CRED, "both")
+    _outage_over(private_redis, clock)
+    for writer in (a, b) if a_first else (b, a):
+        writer.active(CRED, "another-session")
+    assert not a._local and not b._local
+    assert a.active(CRED, "both") is not ended_last
+    assert b.started(CRED, "both") is not ended_last
+
+
+def test_a_credentials_sessions_share_one_redis_cluster_hash_slot(
+    private_redis: RedisProcess,
+) -> None:
+    """A header-less ``initialize`` starts two sessions and ``shutdown`` ends two, each in one
+    script, which a Redis Cluster runs only on keys of one slot. Before: the keys had no hash
+    tag (most pairs in two slots)."""
+    a = process(private_redis.url, Clock())
+    token = a.start(CRED, None)
+    a.end(CRED, "named-session")
+    client = redis.Redis.from_url(private_redis.url)
+    try:
+        keys = client.keys("*:s:*")
+    finally:
+        client.close()
+    assert {key.decode().rsplit(":", 1)[1] for key in keys} == {"-", token, "named-session"}
+    assert len({key_slot(key) for key in keys}) == 1
