@@ -162,9 +162,15 @@ class _Cleaned:
             if gap is None:
                 break
             at = gap.end()
-            if not size and lines_read is not None:  # the text's first line's indentation
-                lines_read.indentation("", True, gap.group())
-            if size and at < len(marked) and _ASCII_CONTROLS.sub("", gap.group()):
+            if not size:  # the text's first line's indentation: kept when it is code's
+                kept = lines_read.indentation("", True, gap.group()) if lines_read else ""
+                # not a title's (no Markdown), nor that of no line (a text of spaces)
+                if kept and gap.end() > title and at < len(marked):
+                    pieces.append(kept)
+                    size += len(kept)
+                    line_at = len(pieces)
+                continue
+            if at < len(marked) and _ASCII_CONTROLS.sub("", gap.group()):
                 # the gap held whitespace: one space (or line break) between two pieces
                 breaks = len(_LINE_ENDING.findall(gap.group())) if lines else 0
                 if not breaks:
@@ -212,7 +218,8 @@ class _CodeLines:
     """Reads a Markdown text's lines in order (CommonMark 0.31.2) and says which keep their
     indentation in a snippet: the lines of a fenced code block (§4.5: its indentation is the
     code's), and those of an indented code block (§4.4: indented four columns or more, after a
-    blank line or another such line, as one cannot interrupt a paragraph). Every other line's
+    blank line, another such line or a fenced block's closing line, as one cannot interrupt a
+    paragraph; the text's first line is read as after a blank line). Every other line's
     indentation goes, as it did before (a heading's or a list item's start stays where the
     search page reads it). Containers are not read: an indented paragraph of a list item after a
     blank line is taken for code, and a fence inside a list item is read by its own line (a
@@ -229,14 +236,16 @@ class _CodeLines:
         """The indentation (spaces) kept for the next line, after ``line`` (the line just
         ended, without its indentation), ``blank`` when a blank line separates them, ``gap``
         the text's whitespace between them (line breaks and the next line's indentation)."""
+        closed = False  # ``line`` closed a fenced block: no paragraph is open after it
         if self.fence:
-            if self.columns < 4 and _closes(self.fence, line):
+            closed = self.columns < 4 and _closes(self.fence, line)
+            if closed:
                 self.fence = ""
         elif not self.code and self.columns < 4 and (opened := _FENCE_OPEN.match(line)):
             self.fence = opened.group(1)
         tail = _LINE_ENDING.split(gap)[-1]
         self.columns = len(_INDENT.match(tail).group().expandtabs(4))  # type: ignore[union-attr]
-        self.code = not self.fence and self.columns >= 4 and (blank or self.code)
+        self.code = not self.fence and self.columns >= 4 and (blank or self.code or closed)
         return " " * self.columns if self.fence or self.code else ""
 
 
@@ -436,7 +445,8 @@ def _keep_line_breaks(
 ) -> tuple[int, int]:
     """The window ``[start, end)`` of :func:`_snap_to_words` (no break at its edges) widened
     over the line break just outside each cut edge (and over the indentation a code line kept,
-    see :class:`_CodeLines`), so that ``"…\n"`` says the snippet's first line starts there and
+    see :class:`_CodeLines`; at the text's start, over that indentation alone), so that
+    ``"…\n"`` says the snippet's first line starts there and
     ``"\n…"`` that its last one ends there. A window holding ``budget`` characters already
     drops its last words for the leading break (whose ``*`` or ``#`` the search page reads by
     it) when that keeps every match and leaves a word; the trailing break is kept only when
@@ -444,8 +454,9 @@ def _keep_line_breaks(
     lead = start
     while lead > 0 and body[lead - 1] == " ":
         lead -= 1
-    if lead > 0 and body[lead - 1] == "\n":
-        wider = start - lead + 1  # the line break and the indentation kept before ``start``
+    if lead == 0 or body[lead - 1] == "\n":
+        line = lead - 1 if lead else 0  # the line break before, or the text's start
+        wider = start - line  # the line break and the indentation kept before ``start``
         last = max((m.end for m in matches if start <= m.start and m.end <= end), default=0)
         while end - start + wider > budget:
             space = max(body.rfind(b, start, end) for b in _BREAKS)
@@ -455,7 +466,7 @@ def _keep_line_breaks(
             while body[end - 1] in _BREAKS:  # a blank line, or a code line's indentation
                 end -= 1
         if end - start + wider <= budget:
-            start = lead - 1
+            start = line
     if end < len(body) and body[end] == "\n" and end - start < budget:
         end += 1
     return start, end

@@ -1072,6 +1072,33 @@ def test_a_notes_indented_code_and_a_block_its_cut_opened_in_are_shown_as_code(
     context.close()
 
 
+def test_a_notes_first_line_and_a_line_after_a_closing_fence_indented_are_code(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A note's chunk opening with an indented code block (the markdown splitter keeps its
+    indentation) lost its first line's indentation in the snippet, so the page read that line as
+    prose; and an indented line right after a fenced block's closing line, an indented code
+    block (CommonMark 0.31.2 §4.4: no paragraph is open there; markdown-it-py renders two
+    ``<pre>``), lost its indentation at the server and was read as a paragraph by the page
+    (its lookbehind wanted a blank line). Both are code boxes now, written as they are."""
+    note = "    C:\\tmp\\*.log *lamp*\n    two\n\nThen *polish* it."
+    raw = make_snippet(note, "lamp", markdown=True)
+    assert raw.startswith("    ")
+    context, page = note_result_page(deployment, browser, raw, "lamp")
+    code = page.locator("#results .snippet .code-block")
+    expect(code).to_have_text(["C:\\tmp\\*.log *lamp*\ntwo"])
+    expect(page.locator("#results .snippet")).to_contain_text("Then polish it.")
+    context.close()
+    fenced = "Run:\n```\nlamp --check\n```\n    C:\\tmp\\*.log *all*\nThen *polish* it."
+    raw = make_snippet(fenced, "lamp", markdown=True)
+    assert "\n```\n    C:" in raw
+    context, page = note_result_page(deployment, browser, raw, "lamp")
+    code = page.locator("#results .snippet .code-block")
+    expect(code).to_have_text(["lamp --check", "C:\\tmp\\*.log *all*"])
+    expect(page.locator("#results .snippet")).to_contain_text("Then polish it.")
+    context.close()
+
+
 def test_show_context_reads_the_chunks_as_the_snippet_is_read(
     deployment: Deployment, browser: Browser
 ) -> None:

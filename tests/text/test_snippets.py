@@ -169,6 +169,37 @@ def test_a_markdown_snippet_keeps_its_code_lines_indentation() -> None:
     )
 
 
+def test_a_markdown_texts_first_line_keeps_its_code_indentation() -> None:
+    """The text's first line lost its indentation: a chunk opening with an indented code block
+    (the markdown splitter keeps it, ncindex/text/chunking.py) showed its first line as prose
+    and the lines after it as code, though the reader took the first line for code (CommonMark
+    0.31.2 §4.4: an indented block may start the text). It keeps it now, in a window cut after
+    it too; a title's indentation (no Markdown), one of a line under four columns and a
+    plain text's still go."""
+    code = "    first lamp\n    second\n\n"
+    assert snippet(code + "para", "lamp", markdown=True).plain == code + "para"
+    long = code + "para words here " * 10
+    assert snippet(long, "lamp", max_chars=40, markdown=True).plain == code + "para words…"
+    assert snippet(code, "lamp").plain == "first lamp\nsecond"
+    assert snippet("  * item lamp\nnext", "lamp", markdown=True).plain == "* item lamp\nnext"
+    card = snippet("    T\n\n    code lamp", "lamp", title=5, markdown=True)
+    assert (card.plain, card.title_chars) == ("T\n\n    code lamp", 1)
+    assert snippet("    \t ", "lamp", markdown=True).plain == ""
+
+
+def test_an_indented_line_right_after_a_closing_fence_is_code() -> None:
+    """A fenced block's closing line leaves no paragraph open, so an indented line right after
+    it starts an indented code block (CommonMark 0.31.2 §4.4, §4.5; markdown-it-py 4.3 renders
+    ``"```\\nx\\n```\\n    y"`` as two ``<pre>``). It was read as a paragraph's continuation
+    and lost its indentation; a line after an indented fence (no fence) still does."""
+    note = "```\ncode\n```\n    indented lamp\n    more\nafter"
+    assert snippet(note, "lamp", markdown=True).plain == note
+    tilde = "~~~~\nx\n~~~~~\n      deeper lamp"
+    assert snippet(tilde, "lamp", markdown=True).plain == tilde
+    prose = "para\n    ```\n    not code lamp"  # a paragraph's lines: no fence, no code
+    assert snippet(prose, "lamp", markdown=True).plain == "para\n```\nnot code lamp"
+
+
 def test_a_markdown_snippet_cut_inside_a_fenced_block_reopens_it() -> None:
     """A window starting inside a fenced code block whose opening line it cut off read as
     prose up to the block's closing fence, which then read as an opening one (CommonMark 0.31.2
@@ -352,9 +383,10 @@ def test_snippet_properties(text: str, query: str, max_chars: int, markdown: boo
     # code line's indentation) where clean_text has a space, and a re-opened fence's line
     reopened = re.match(r"(`{3,}|~{3,})\n(?=…)", seen) if markdown else None
     inner = seen[reopened.end() if reopened else 0 :].removeprefix("…").removesuffix("…")
-    assert re.sub(r"\n\n? *", " ", inner) in body
+    # (and the text's first line's indentation, where it is code)
+    assert re.sub(r"\n\n? *", " ", inner).lstrip(" ") in body
     if len(snippet(text, query, max_chars=len(text) + 1, markdown=markdown).plain) <= max_chars:
-        assert re.sub(r"\n\n? *", " ", seen) == body
+        assert re.sub(r"\n\n? *", " ", seen).lstrip(" ") == body
     terms = set(query_terms(query))
     for word in marked(out):
         # one token as the analyzer cuts them (technical tokens such as IL-6 or 0'0 keep
