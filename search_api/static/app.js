@@ -33,8 +33,12 @@ const MAX_RESULTS = 100;
 const MAX_QUERY_CHARS = 1000; // POST /v1/search: query of 1-1000 characters (code points)
 let shownRequest = null; // the request whose answer is on screen: "More results" asks it again
 // The query box's text after a paste longer than the box holds, which the browser cut at its
-// maxlength without a word (a 2,000-character paragraph is searched by its first half).
+// maxlength without a word (a 2,000-character paragraph is searched by its first half), or
+// after a link's query cut so (fromUrl): {text, what} ("pasted text", "link's query").
 let cutQuery = null;
+// What of the page's address (its link) the page cannot take, said when the search it asks for
+// is refused (fromUrl, search); null when all of it was taken.
+let linkRefused = null;
 // Lists, selects, numbers and dates change at every arrow key or typed date part: the search
 // waits until they rest, so that walking through the folder list is one search and one history
 // entry, not one per folder passed.
@@ -211,7 +215,7 @@ function render(restore = true) {
       // again re-rendered the results under the reader, and sent the search twice)
       if (searchSeq !== before) return;
       fromUrl();
-      if ($("q").value) search(false);
+      if ($("q").value || linkRefused) search(false);
     });
   }
 }
@@ -237,6 +241,7 @@ function clearSearch() {
   $("results").replaceChildren();
   forgetResults();
   $("chips").replaceChildren();
+  cutQuery = linkRefused = null;
   if (location.search) history.replaceState(null, "", location.pathname);
 }
 
@@ -469,14 +474,53 @@ function toUrl(push) {
   if (url !== location.search) history[push ? "pushState" : "replaceState"](null, "", url);
 }
 
+// The parameters of a link to the page (toUrl writes them): those given once at most, and those
+// given once per value picked.
+const LINK_ONCE = ["q", "after", "before", "fusion", "threshold"];
+const LINK_MANY = ["type", "folder", "tag"];
+
+// The form as the page's address says, and in linkRefused what of it the form cannot take,
+// each as the form's own boxes read it: a threshold the number box does not read as a number
+// ("abc": its value sanitization leaves it empty, HTML's input type=number), a date the
+// datetime-local box does not read, a type or fusion the form has no box or option for, a
+// parameter given twice where the form holds one, or one the page does not read (a misspelt
+// "treshold", a "limit": More results asks for longer pages). Left unsaid, the search went
+// out without it: a threshold, a date or a type filter dropped, the results unfiltered.
 function fromUrl() {
   const p = new URLSearchParams(location.search);
-  // a link's query is cut where typing or pasting would stop (the API takes 1000 characters)
-  $("q").value = Array.from(p.get("q") || "").slice(0, MAX_QUERY_CHARS).join("");
-  const types = p.getAll("type");
-  for (const box of document.querySelectorAll("#types input")) box.checked = types.includes(box.value);
-  $("after").value = p.get("after") || "";
-  $("before").value = p.get("before") || "";
+  const refused = [];
+  const quoted = (value) => "“" + shown(value) + "”";
+  for (const name of new Set(p.keys())) {
+    if (!LINK_ONCE.includes(name) && !LINK_MANY.includes(name)) {
+      refused.push(quoted(name) + " is not a setting of this page");
+    } else if (LINK_ONCE.includes(name) && p.getAll(name).length > 1) {
+      refused.push(quoted(name) + " is given " + p.getAll(name).length + " times");
+    }
+  }
+  // a link's query is cut where typing or pasting would stop (the API takes 1000 characters),
+  // and said so as a paste cut is; its line breaks are spaces (a one-line box drops them,
+  // joining the words on either side)
+  const query = Array.from((p.get("q") || "").replace(/\r\n?|\n/g, " "));
+  $("q").value = query.slice(0, MAX_QUERY_CHARS).join("");
+  cutQuery = query.length > MAX_QUERY_CHARS ? { text: $("q").value, what: "link's query" } : null;
+  const types = p.getAll("type").filter(Boolean); // "?type=" names no type
+  const boxes = [...document.querySelectorAll("#types input")];
+  for (const box of boxes) box.checked = types.includes(box.value);
+  for (const type of new Set(types)) {
+    if (!boxes.some((box) => box.value === type)) {
+      refused.push("type " + quoted(type) + " is none of " + boxes.map((box) => box.value).join(", "));
+    }
+  }
+  // a box given what it does not read holds "" (its value sanitization)
+  const read = (id, given) => {
+    $(id).value = given;
+    return given === "" || $(id).value !== "";
+  };
+  for (const id of ["after", "before"]) {
+    if (!read(id, p.get(id) || "")) {
+      refused.push("“Modified " + id + "” " + quoted(p.get(id)) + " is no date and time (2026-01-31T09:00)");
+    }
+  }
   const pick = (select, given) => {
     const values = given.filter(Boolean); // "?folder=" names no folder
     for (const v of values) {
@@ -486,9 +530,15 @@ function fromUrl() {
   };
   pick($("folders"), p.getAll("folder"));
   pick($("tags"), p.getAll("tag"));
-  $("fusion").value = p.get("fusion") || "";
-  $("threshold").value = p.get("threshold") || "";
-  $("advanced").open = Boolean($("fusion").value || $("threshold").value);
+  if (!read("fusion", p.get("fusion") || "")) {
+    $("fusion").value = ""; // shown as the server default, not as a blank list
+    refused.push("fusion " + quoted(p.get("fusion")) + " is neither rrf nor dbsf");
+  }
+  if (!read("threshold", p.get("threshold") || "")) {
+    refused.push("score threshold " + quoted(p.get("threshold")) + " is no number (a share of the best result's score, from 0 to 1)");
+  }
+  $("advanced").open = Boolean($("fusion").value || $("threshold").value || p.get("fusion") || p.get("threshold"));
+  linkRefused = refused.length ? refused : null;
   renderChips();
 }
 
@@ -527,14 +577,23 @@ async function search(push) {
   const seq = ++searchSeq;
   forgetResults();
   renderChips();
-  if (!$("q").value.trim()) {
-    // no count of results gone, and a query of spaces alone is not dropped without a word;
-    // Back to the page without a query says nothing
-    $("results").replaceChildren();
-    status(push && $("q").value ? "Type a word to search for." : "");
+  const refuse = (text) => { $("results").replaceChildren(); status(text, true); };
+  // the search a link asks for, refused as a box holding what it cannot take is; the form shows
+  // what it took, and the next search searches that
+  if (linkRefused) {
+    const refused = linkRefused;
+    linkRefused = null;
+    refuse("This link's search was not made: its " + refused.join("; its ")
+      + ". Change the search above, or search again without " + (refused.length > 1 ? "them." : "it."));
     return;
   }
-  const refuse = (text) => { $("results").replaceChildren(); status(text, true); };
+  if (!$("q").value.trim()) {
+    // no count of results gone, and a query of spaces alone is not dropped without a word
+    // (nor a link's); Back to the page without a query says nothing
+    $("results").replaceChildren();
+    status($("q").value ? "Type a word to search for." : "");
+    return;
+  }
   // a date typed without its time (or half typed) has the value "" (HTML's datetime-local):
   // searched so, the filter the user sees typed would be left out without a word. The form's
   // own validation says so on Enter; a checkbox or list change searches past it.
@@ -609,8 +668,8 @@ function show(body, data) {
   // results without the phrase do not look like a broken search
   const quotes = /["“”„«»]/.test(body.query)
     ? " Quotes do not search for an exact phrase: the words are searched in any order." : "";
-  const cut = body.query === cutQuery
-    ? " Only the first " + MAX_QUERY_CHARS + " characters of the pasted text were searched." : "";
+  const cut = cutQuery && body.query === cutQuery.text
+    ? " Only the first " + MAX_QUERY_CHARS + " characters of the " + cutQuery.what + " were searched." : "";
   const notes = quotes + uncheckedText(data) + cut;
   const withheld = Boolean(data.verification && data.verification.withheld);
   const hints = found ? "" : hintText(body, data);
@@ -1208,7 +1267,7 @@ document.addEventListener("DOMContentLoaded", () => {
     // a one-line box drops the line breaks of what is pasted (HTML's value sanitization)
     const pasted = e.clipboardData.getData("text/plain").replace(/[\r\n]/g, "");
     const room = box.maxLength - box.value.length + (box.selectionEnd - box.selectionStart);
-    if (pasted.length > room) box.addEventListener("input", () => { cutQuery = box.value; }, { once: true });
+    if (pasted.length > room) box.addEventListener("input", () => { cutQuery = { text: box.value, what: "pasted text" }; }, { once: true });
   });
   for (const id of ["folders", "tags", "fusion", "after", "before"]) {
     $(id).addEventListener("change", searchWhenSettled);

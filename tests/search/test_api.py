@@ -215,6 +215,10 @@ BAD: list[tuple[Any, str, str]] = [
     ({"query": "x", "score_threshold": "high"}, "invalid_value", "score_threshold"),
     ({"query": "x", "score_threshold": "0.5"}, "invalid_value", "score_threshold"),
     ({"query": "x", "score_threshold": True}, "invalid_value", "score_threshold"),
+    # a guard (so they were): below 0, and not one number
+    ({"query": "x", "score_threshold": -0.1}, "invalid_value", "score_threshold"),
+    ({"query": "x", "score_threshold": [0.5]}, "invalid_value", "score_threshold"),
+    ({"query": "x", "score_threshold": "abc"}, "invalid_value", "score_threshold"),
     ({"query": "x", "modified_after": "last week"}, "invalid_value", "modified_after"),
     ({"query": "x", "modified_after": True}, "invalid_value", "modified_after"),
     ({"query": "x", "modified_after": [2026]}, "invalid_value", "modified_after"),

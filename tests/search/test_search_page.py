@@ -2084,17 +2084,113 @@ def test_a_link_with_an_overlong_query_searches_what_the_box_would_hold(
 ) -> None:
     """The query box stops at 1000 characters; a shared link's query is cut there too, not
     sent whole and refused with the API's words ("String should have at most 1000
-    characters")."""
+    characters"), and the count says so, as it says a paste the box cut (the rest of the link's
+    query was dropped without a word)."""
     context = browser.new_context()
     page = context.new_page()
     page.goto(deployment.url + "/?q=" + "lighthouse%20" * 100 + "x" * 200)
     sign_in_with_password(page, "alice")
     expect(page.locator("#results li")).to_have_count(len(ALICE_ALL))
     assert len(page.locator("#q").input_value()) == 1000
+    cut = "Only the first 1000 characters of the link's query were searched."
+    expect(page.locator("#status")).to_contain_text(cut)
     expect(page.locator("#status")).not_to_have_class(re.compile("error"))
     page.goto(deployment.url + "/?q=" + "%F0%9F%A7%AD" * 1200)  # 🧭: two UTF-16 units each
-    expect(page.locator("#status")).to_have_text(re.compile("result"))
+    expect(page.locator("#status")).to_contain_text(cut)
     assert len(list(page.locator("#q").input_value())) == 1000
+    page.goto(deployment.url + "/?q=lighthouse%20lens")  # whole: nothing said of a cut
+    expect(page.locator("#status")).to_have_text(f"{len(ALICE_ALL)} results.")
+    context.close()
+
+
+LINK_REFUSED = "This link's search was not made: its "
+
+
+@pytest.mark.parametrize(
+    ("link", "said"),
+    [
+        ("threshold=abc", "score threshold “abc” is no number"),
+        ("threshold=1e", "score threshold “1e” is no number"),
+        ("type=notes", "type “notes” is none of note, file, deck_card, news_item"),
+        ("after=yesterday", "“Modified after” “yesterday” is no date and time"),
+        ("before=2026-01-31", "“Modified before” “2026-01-31” is no date and time"),
+        ("fusion=max", "fusion “max” is neither rrf nor dbsf"),
+        ("limit=50", "“limit” is not a setting of this page"),
+        ("q=lens", "“q” is given 2 times"),
+        # the form takes the first, as its chip shows
+        ("threshold=0.5&threshold=0.9", "“threshold” is given 2 times"),
+    ],
+)
+def test_a_link_the_form_cannot_take_is_refused_not_searched_without_it(
+    deployment: Deployment, browser: Browser, link: str, said: str
+) -> None:
+    """A link's ``threshold=abc`` was dropped without a word: the number box does not read it
+    (its value sanitization leaves it empty), and the search went out without a threshold, as
+    it did without a type the form has no box for, a date its box does not read, a fusion it
+    has no option for, a second value of what the form holds once, and any parameter the page
+    does not read ("limit"). The link's search is refused, naming what was not taken, as a
+    box holding what it cannot take is (no request, no results, no chip of it); the form shows
+    what it took, and searching again searches that."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    sent: list[dict[str, object]] = []
+    page.on(
+        "request",
+        lambda r: sent.append(r.post_data_json) if r.url.endswith("/v1/search") else None,
+    )
+    page.goto(deployment.url + "/?q=lighthouse%20lens&" + link)
+    expect(page.locator("#status")).to_contain_text(LINK_REFUSED + said)
+    expect(page.locator("#status")).to_have_class(re.compile("error"))
+    expect(page.locator("#results li")).to_have_count(0)
+    first = "threshold=0.5&" in link
+    expect(page.locator("#chips li")).to_have_text(["Score ≥ 0.5 × best×"] if first else [])
+    assert sent == []
+    assert link in page.url  # the link stays as it was given
+    with page.expect_request("**/v1/search") as request:
+        page.locator("#go").click()
+    body = request.value.post_data_json
+    assert body["query"] == "lighthouse lens"
+    assert body.pop("score_threshold", None) == (0.5 if first else None)
+    assert not {"doc_types", "fusion", "modified_after", "modified_before"} & set(body), body
+    expect(page.locator("#status")).to_have_text(f"{len(ALICE_ALL)} results.")
+    context.close()
+
+
+def test_a_link_the_form_takes_whole_is_searched_with_all_of_it(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A link of the page's own parameters, each a value the form reads, is searched with
+    every one, chips and all (a guard: so it was before); one the form cannot take whole names
+    every parameter not taken, and opens "Advanced" where the threshold or fusion was (it was
+    searched without them); one with a query of spaces alone says there is no word to search
+    for (it said nothing)."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    link = "/?q=lighthouse%20lens&type=file&type=note&fusion=rrf&threshold=0.5"
+    link += "&after=2020-01-01T00:00"
+    with page.expect_request("**/v1/search") as request:
+        page.goto(deployment.url + link)
+    body = request.value.post_data_json
+    assert (body["doc_types"], body["fusion"], body["score_threshold"]) == (
+        ["note", "file"],
+        "rrf",
+        0.5,
+    )
+    assert body["modified_after"].startswith("20")
+    expect(page.locator("#status")).to_have_text(re.compile(r"^\d+ results?\.$"))
+    expect(page.locator("#chips li")).to_have_count(5)
+    page.goto(deployment.url + "/?q=lens&threshold=abc&limit=5&fusion=max")
+    expect(page.locator("#status")).to_have_text(
+        LINK_REFUSED + "“limit” is not a setting of this page; its fusion “max” is neither "
+        "rrf nor dbsf; its score threshold “abc” is no number (a share of the best result's "
+        "score, from 0 to 1). Change the search above, or search again without them."
+    )
+    expect(page.locator("#advanced")).to_have_attribute("open", "")
+    expect(page.locator("#fusion")).to_have_value("")
+    page.goto(deployment.url + "/?q=%20%20")
+    expect(page.locator("#status")).to_have_text("Type a word to search for.")
     context.close()
 
 
