@@ -521,7 +521,7 @@ class SearchResult(BaseModel):
         "and the server withholds unconfirmed text (NCINDEX_UNVERIFIED_RESULTS=hide_text)."
     )
     snippet_title_chars: int = Field(
-        0,
+        ge=0,
         description="How many of the first characters of the snippet's plain text (the "
         "snippet without its `<mark>` tags, entities unescaped), counted in Unicode code "
         "points as `explain` offsets are (U+1FA77 🩷 counts one, where JavaScript's "

@@ -37,6 +37,7 @@ from werkzeug.test import Client as WerkzeugClient
 from mcp_server import create_app
 from mcp_server.app import with_portless
 from mcp_server.tools import MAX_PATH_CHECKS, stitched
+from mcp_server.tools import output_schema as mcp_output_schema
 from ncindex.accounts import Lookup, record_refused
 from ncindex.documents import DocRef, point_id
 from ncindex.embedding.embedder import Embedder
@@ -2274,6 +2275,42 @@ def test_a_card_result_names_the_board_id_the_board_filter_takes(api: Api) -> No
     assert (metadata["board_id"], metadata["stack_id"]) == (result["board_id"], result["stack_id"])
     metadata = fetched_file.structured_content["metadata"]
     assert (metadata["board_id"], metadata["stack_id"], metadata["feed_id"]) == (None, None, None)
+
+
+def test_snippet_title_chars_is_required_and_never_negative_in_both_schemas(api: Api) -> None:
+    """Every result carries ``snippet_title_chars`` (``SearchResult``: REST, and MCP's
+    ``ToolSearchResult`` after it), a count from 0, but ``/openapi.json`` and the MCP
+    ``search`` tool's ``outputSchema`` gave it a default and neither ``required`` nor a
+    ``minimum``: a client generated from either made it optional, and a negative count passed.
+    Both now require it, with ``minimum`` 0; real answers (a card's count, a file's 0)
+    validate against them, and a result without it, or with -1, does not."""
+    api.index_card("alice", "Harbour", "To do", ("Tar the ketch", "Tar its hull."))
+    query = {"query": "tar the ketch hull", "limit": 20}
+    rest = api.post("alice", query)
+    assert rest.status_code == 200, rest.get_json()
+    (mcp,) = served_calls(api, "alice", [("search", query)])
+    assert not mcp.is_error, mcp.content
+    components = api.client.get("/openapi.json").get_json()["components"]
+    tool = mcp_output_schema("search")  # the search tool's outputSchema as listed
+    checks = [
+        (
+            rest.get_json(),
+            {"$ref": "#/components/schemas/SearchResponse", "components": components},
+            components["schemas"]["SearchResult"],
+        ),
+        (mcp.structured_content, tool, tool["$defs"]["ToolSearchResult"]),
+    ]
+    for body, schema, result in checks:
+        assert "snippet_title_chars" in result["required"]
+        field = result["properties"]["snippet_title_chars"]
+        assert (field["type"], field["minimum"], "default" in field) == ("integer", 0, False)
+        Draft202012Validator(schema).validate(body)
+        counts = {r["doc_type"]: r["snippet_title_chars"] for r in body["results"]}
+        assert counts["deck_card"] == len("Tar the ketch") and counts["file"] == 0, counts
+        first = {k: v for k, v in body["results"][0].items() if k != "snippet_title_chars"}
+        for broken in ({"snippet_title_chars": -1}, {}):
+            bad = body | {"results": [first | broken]}
+            assert not Draft202012Validator(schema).is_valid(bad), broken
 
 
 def test_fetch_by_a_moved_documents_old_path_names_where_it_is_and_re_reads_it(api: Api) -> None:
