@@ -15,12 +15,19 @@ from ncindex.settings import Settings
 
 
 def create_celery(settings: Settings, services: Services | None = None) -> Celery:
-    """The workers' Celery app: :func:`ncindex.ingest.queueing.celery_app` plus the tasks.
+    """The workers' Celery app: :func:`ncindex.ingest.queueing.celery_app` plus the tasks and
+    ``worker_max_memory_per_child`` (``settings.worker_max_memory_per_child`` KiB, ``None``
+    for 0: no bound), which a ``celery worker --pool=prefork`` reads; billiard compares it
+    after each task, in the pool process, with ``getrusage``'s ``ru_maxrss`` (the peak, KiB
+    on Linux) and the process then exits to be replaced (``billiard/pool.py``
+    ``Worker.workloop``, ``billiard/compat.py`` ``mem_rss``). The threads and solo pools
+    ignore it.
 
     ``services`` (built from ``settings`` when omitted) is what the tasks use; it is stored on
     the app as ``app.ncindex_services``, with the :class:`Indexer` on it as ``app.ncindex_indexer``.
     """
     app = celery_app(settings)
+    app.conf.worker_max_memory_per_child = settings.worker_max_memory_per_child or None
     app.conf.imports = (
         "workers.tasks",
         "workers.reconcile_tasks",

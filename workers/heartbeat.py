@@ -19,7 +19,8 @@ rest for that process:
   Celery from adding its own handlers and redirecting stdout).
 * ``worker_process_init``: a prefork pool process moves to a process group of its own, so a
   signal to the worker's process group does not kill a running task
-  (:func:`_shield_pool_process`).
+  (:func:`_shield_pool_process`); ``worker_process_shutdown``: one that leaves to be replaced,
+  past ``worker_max_memory_per_child``, says so (:func:`_note_recycled`).
 * ``task_prerun``/``task_postrun`` (:func:`connect_task_hooks`, which ``ncindex up`` calls
   too) bind ``task_id`` and ``task`` to structlog's context for the
   task's lines and clear it afterwards (pool processes are reused), and stamp
@@ -118,6 +119,7 @@ def _install(sender: Any = None, instance: Any = None, **kwargs: Any) -> None:
     use_json_logging()
     connect_task_hooks()
     signals.worker_process_init.connect(_shield_pool_process, weak=False)
+    signals.worker_process_shutdown.connect(_note_recycled, weak=False)
 
 
 def _shield_pool_process(**kwargs: Any) -> None:
@@ -135,6 +137,23 @@ def _shield_pool_process(**kwargs: Any) -> None:
 
     if current_process().name != "MainProcess":
         os.setpgid(0, 0)
+
+
+def _note_recycled(pid: int | None = None, exitcode: int | None = None, **kwargs: Any) -> None:
+    """In a prefork pool process that leaves: when it leaves to be replaced (billiard's
+    ``EX_RECYCLE``: its peak resident size was past ``worker_max_memory_per_child`` after a
+    task), log ``pool_process_recycled`` at warning level with its ``pid`` and ``peak_kib``
+    (``ru_maxrss``, the figure billiard compared). billiard's own line goes to the
+    ``multiprocessing`` logger, which logs nothing here; a bound too low for the work shows as
+    this line after most tasks."""
+    import resource
+
+    import structlog
+    from billiard.pool import EX_RECYCLE
+
+    if exitcode == EX_RECYCLE:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        structlog.get_logger(__name__).warning("pool_process_recycled", pid=pid, peak_kib=peak)
 
 
 def connect_task_hooks() -> None:
