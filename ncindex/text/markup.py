@@ -86,6 +86,19 @@ _FEED_PIECE = 64 * 1024
 #: the slowest took 0.4 s (0.9 s of ``</x>``), on 2 cores shared with other work.
 _DEEP = 4_096
 _MIN_PIECE = 1024
+#: Characters (or bytes) of markup fed without an event from the parser past which the rest
+#: is not parsed and the text is marked truncated: libxml2 gives a start tag once it has read
+#: all of it, and lxml then makes its attributes a dict before the handler sees them. 50 MB
+#: of attributes on one tag took +807 MiB peak RSS (one name repeated) to +997 MiB (distinct
+#: names), of which 439 to 589 MiB stayed in the process (libxml2's dictionary of the thread
+#: keeps every name); cut here, +106 to 121 MiB (the markup held), in under a second (was
+#: 4.6 to 18.8 s). A tag just under it, 15.9 MB of distinct names, still takes +368 MiB
+#: (209 MiB stay): within what the index worker's pool process has left under the chart's
+#: limit above NCINDEX_WORKER_MAX_MEMORY_PER_CHILD, which then replaces it. Text, ``<pre>``,
+#: ``<script>`` and ``<style>`` give their events as they are read (22 MB of script was read
+#: whole); a comment (10.5 million characters skipped) or a ``data:`` URI longer than this
+#: cuts the page there.
+MAX_UNHEARD = 16 * 1024 * 1024
 
 
 def html_text(
@@ -105,7 +118,8 @@ def html_text(
     is it once the markup parsed holds more than ``max_chars`` characters of text (``None``:
     no bound; the characters the caller has left): the text returned is then longer than
     ``max_chars`` (the caller cuts it) and the same as the whole page's up to there. So is
-    it once more than :data:`MAX_DEPTH` elements are open.
+    it once more than :data:`MAX_DEPTH` elements are open, and once :data:`MAX_UNHEARD`
+    of markup has been fed without the parser giving an event (one tag or comment that long).
 
     ``str`` markup is parsed as it is; ``bytes`` in the encodings bs4's ``EncodingDetector``
     names in turn (a byte-order mark, a declaration in the markup, a guess, UTF-8,
@@ -163,9 +177,10 @@ def _parse(
     """Feed ``markup`` to lxml's HTML parser (the options bs4's ``LXMLTreeBuilder`` gives it,
     and ``huge_tree``: a comment of any length stays a comment, below) in
     :data:`_FEED_PIECE` pieces, ``handler`` its target, while ``late()`` is false, the
-    text parsed is at most ``max_chars`` characters (``None``: no bound) and the elements
-    open at most :data:`MAX_DEPTH` (smaller pieces when many are: :data:`_DEEP`); whether a
-    piece was left unparsed. lxml's parser is
+    text parsed is at most ``max_chars`` characters (``None``: no bound), the elements
+    open at most :data:`MAX_DEPTH` (smaller pieces when many are: :data:`_DEEP`) and the
+    markup fed since the parser's last event at most :data:`MAX_UNHEARD`; whether a piece
+    was left unparsed. lxml's parser is
     incremental: the events of the pieces fed are all given once it is closed. A cut parse
     is not closed: what a cut piece ends with, half a tag or an entity ("<i></i>" cut after
     "<i><"), stays unread, which closing the parser would give as text ("<"). Raises
@@ -183,18 +198,22 @@ def _parse(
         # it ends (seen here): hidden markup read as the page's, past max_chars at once (a
         # 50 MB comment: 52 million characters, +529 MB peak RSS; now +156 MB, no text). An
         # attribute's value past the limit is held now too (50 MB: +156 MB, was +6 MB):
-        # about 3 bytes a byte of markup, whose size is the caller's to bound
+        # about 3 bytes a byte of markup. Both are cut at MAX_UNHEARD before either limit
         parser = etree.HTMLParser(target=target, recover=True, encoding=encoding, huge_tree=True)
         parser.feed(markup[:0])  # lxml's parser closes only once fed, even nothing
         start = 0
+        events, heard = 0, 0  # the handler's events, and the markup fed when one came last
         while start < len(markup):
             too_long = max_chars is not None and handler.counted > max_chars
-            if too_long or handler.depth > MAX_DEPTH or late():
+            unheard = start - heard > MAX_UNHEARD
+            if too_long or unheard or handler.depth > MAX_DEPTH or late():
                 return True
             piece = _FEED_PIECE * _DEEP // max(handler.depth, _DEEP)
             piece = max(piece, _MIN_PIECE)
             parser.feed(markup[start : start + piece])
             start += piece
+            if handler.events != events:
+                events, heard = handler.events, start
         parser.close()
     except (UnicodeDecodeError, LookupError, etree.ParserError) as exc:
         raise _Rejected(exc) from exc
@@ -230,6 +249,7 @@ class _Text:
         self._data: list[str] = []  # the string being read
         self._text = StringIO()
         self.counted = 0
+        self.events = 0  # the parser's calls so far (_parse: a tag it reads for long)
 
     @property
     def depth(self) -> int:
@@ -237,6 +257,7 @@ class _Text:
         return len(self._open)
 
     def start(self, tag: str, attrib: Any) -> None:
+        self.events += 1
         self._string()
         tag = sys.intern(tag)  # one str of a name open many times (lxml gives a new one)
         self._open.append(tag)
@@ -254,24 +275,29 @@ class _Text:
             self._ruby += tag in _RUBY
 
     def end(self, tag: str) -> None:
+        self.events += 1
         self._string()
         while self._opened.get(tag):
             if self._close() == tag:
                 break
 
     def data(self, data: str) -> None:
+        self.events += 1
         if self._hidden or self._ruby:  # not text: not held (a script's may be megabytes)
             return
         self._data.append(data)
         self.counted += len(_UNCOUNTED.sub("", data))
 
     def comment(self, text: str) -> None:
+        self.events += 1
         self._string()
 
     def pi(self, target: str, data: str) -> None:
+        self.events += 1
         self._string()
 
     def doctype(self, name: str, pubid: str, system: str) -> None:
+        self.events += 1
         self._string()
 
     def close(self) -> None:

@@ -697,6 +697,43 @@ def test_html_nested_past_max_depth_is_not_parsed_whole() -> None:
     assert markup.html_text(shallower) == ("Harbour log\n\ndeep", False)
 
 
+def test_html_tag_with_attributes_past_max_unheard_is_not_parsed() -> None:
+    """libxml2 gives a start tag once it has read all of it, and lxml makes its attributes a
+    dict before the handler sees them: 50 MB of attributes on one tag took +807 to +997 MiB,
+    and 439 to 589 MiB stayed in the process. Once ``MAX_UNHEARD`` of markup has been fed
+    without an event the rest is not parsed and the text is marked truncated: the text
+    before the tag is kept. (Before, the tag was read and the page's text came whole; the
+    test failed there.)"""
+    from ncindex.text import markup
+
+    attributes = "a=x " * (markup.MAX_UNHEARD // 4 + markup._FEED_PIECE)
+    page = f"<p>Harbour log</p><div {attributes}>Tide</div>"
+    assert len(page) > markup.MAX_UNHEARD + markup._FEED_PIECE
+    assert markup.html_text(page) == ("Harbour log", True)
+    result = extract(page.encode(), "text/html", "attributes.html")
+    assert (result.text, result.truncated) == ("Harbour log", True)
+
+
+def test_html_long_text_script_and_a_tag_under_max_unheard_are_read_whole() -> None:
+    """Text and ``<script>`` longer than ``MAX_UNHEARD`` give their events as they are read
+    (so do ``<pre>`` and ``<style>``, seen), and a tag under it (a 3 MB ``data:`` URI) is one
+    event: none of them cuts the page. (A guard: passes before and after the bound.)"""
+    from ncindex.text import markup
+
+    long = markup.MAX_UNHEARD + markup._FEED_PIECE
+    script = "var tide = 1; " * (long // 14)
+    image = "QUJD" * 750_000
+    words = "word " * (long // 5)
+    page = (
+        f"<p>Harbour log</p><script>{script}</script>"
+        f'<img src="data:image/png;base64,{image}"><p>{words}</p><p>Tide</p>'
+    )
+    text, cut = markup.html_text(page)
+    assert not cut
+    assert text.startswith("Harbour log\n\nword word")
+    assert text.endswith("word\n\nTide")
+
+
 def test_html_nested_deep_is_parsed_in_pieces_as_small_as_its_depth_makes_them_slow() -> None:
     """libxml2 looks for an end tag's element among all those open: with 290,000 ``<b>``
     open, a 64 KiB piece of ``</i>`` took 7.6 s, the time budget looked at only after it.
