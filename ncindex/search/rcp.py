@@ -38,7 +38,14 @@ match the body's. Methods:
   ``hints`` (empty unless no hit was found; each ``{code: "selects_nothing", field,
   detail}``, ``field`` naming the ``filter`` value that selects none of the caller's
   documents).
-* ``shutdown`` — ends the caller's session; always ``{}``.
+* ``shutdown`` — ends the caller's session: ``{}``. Its ``Authorization`` is authenticated as
+  ``retrieve``'s is (the credential cache, else Nextcloud; no confirmation), so a refused one is
+  -32012 (HTTP 401, counted against the address as a refused login) and ends nothing, and
+  Nextcloud unreachable for an uncached one is -32010. Without ``Authorization`` it is ``{}``
+  and ends nothing: spec §13 has ``shutdown`` "callable at any time", and the SDK's client and
+  the public conformance checker send it last, the checker without credentials. (Unchecked,
+  any made-up header left a tombstone key per ended session in Redis for an hour, each a
+  caller of its own for the rate limiter: Redis grew at the sender's request rate.)
 
 **Sessions.** HTTP is request-scoped, so the ``initialize`` state lives in Redis
 (:class:`~ncindex.search.rcp_sessions.RcpSessions`; in each process's memory while Redis does
@@ -399,7 +406,8 @@ class RcpServer:
             )
         if method == rcp.Method.SHUTDOWN:
             _object(params)
-            if call.authorization:
+            if call.authorization:  # none: no one's session to end, nothing to refuse (§13)
+                self._authenticated(call)  # ends only sessions the caller holds the key to
                 self.sessions.end(call.cred, call.session)
             return {}
         client = self._authenticated(call)

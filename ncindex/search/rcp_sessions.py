@@ -50,10 +50,9 @@ SESSION_SECONDS = 3600
 MAX_LOCAL_SESSIONS = 50_000
 """Most sessions a process keeps in memory during an outage (460 bytes each with a 128-character
 ``RCP-Session`` id, 23 MB in all, measured with ``tracemalloc``); beyond it the one used
-longest ago is forgotten. A bound is needed:
-``shutdown`` ends the sessions of whatever ``Authorization`` header it is sent, unchecked, so
-during an outage anyone could add to the memory at the rate of their requests (the per-caller
-rate limit counts a made-up Bearer token or user name as a caller of its own)."""
+longest ago is forgotten. A bound is needed: every call is authenticated first, but a caller
+names its own sessions (``RCP-Session``), so one credential could add a session per request
+during an outage, at the rate its limit allows, and so could every other."""
 
 IMPLICIT = "-"
 """Session id of a client that sends no ``RCP-Session`` header (never a valid header value)."""
@@ -207,7 +206,10 @@ class RcpSessions:
     tombstone lasts ``ttl``: a write-back more than ``ttl`` after the end it should lose to
     (a process cut off from Redis that long, its session used meanwhile) sets the session
     again. A ``shutdown`` leaves tombstones even for sessions Redis does not hold (the
-    session may be in a process's memory): a key per ended session for ``ttl``.
+    session may be in a process's memory, which no other process can tell): a key per ended
+    session for ``ttl``; :class:`~ncindex.search.rcp.RcpServer` authenticates the caller
+    first, so only a credential Nextcloud accepts can add keys, at its rate limit, as each
+    ``initialize`` with a new ``RCP-Session`` does.
 
     The memory holds at most ``max_local`` sessions (:data:`MAX_LOCAL_SESSIONS`; the one used
     longest ago is forgotten, and is then unknown, as above), and a call costs the same however

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import rcp
+import redis
 from flask import Flask
 from test_api import DIARY, LIGHT, SECRET
 
@@ -630,6 +631,36 @@ def test_not_initialized_and_shutdown(served: Served) -> None:
     # a reconnect from the same credential simply starts again
     again = connect(served, "carol")
     assert again.retrieve("lighthouse") == []
+
+
+def test_a_shutdown_with_a_made_up_credential_is_refused_and_writes_nothing(
+    served: Served,
+) -> None:
+    """``shutdown`` ended the sessions of whatever ``Authorization`` it was sent, unchecked,
+    each leaving a tombstone key in Redis for an hour (the session's and the header-less
+    one's), and a made-up credential is a caller of its own for the rate limiter: anyone could
+    grow Redis at their request rate. Before: 20 such calls, each ``{}``, left 40 keys; now
+    each is -32012 (HTTP 401, so counted as a refused login) and leaves none. Without
+    ``Authorization`` it ends nothing and is ``{}`` (spec §13: callable at any time; the public
+    conformance checker sends it so), and a confirmed caller's ``shutdown`` ends its session."""
+    store = redis.Redis.from_url(served.api.settings.redis_url)
+    shutdown = {"jsonrpc": "2.0", "id": 1, "method": "shutdown", "params": {}}
+    try:
+        answers = []
+        for n in range(20):
+            made_up = basic(f"nobody-{n}", "guessed") if n % 2 else f"Bearer made-up-{n}"
+            transport = AuthHttpTransport(f"{served.url}/rcp", made_up, f"session-{n:04}")
+            code = transport.call(shutdown).get("error", {}).get("code")  # was none: {}
+            answers.append((transport.last_status, code))
+        assert len(store.keys("*:rcp:s:*")) == 0  # was 40
+        assert answers == [(401, -32012)] * 20
+        assert raw(served, None, "shutdown")["result"] == {}
+        assert store.keys("*:rcp:s:*") == []
+        connect(served, "carol").shutdown()  # its token's session lives on, the implicit ended
+        assert sorted(mark[:1] for mark in store.mget(store.keys("*:rcp:s:*"))) == [b"+", b"-"]
+    finally:
+        store.close()
+    assert error_of(raw(served, "carol", "retrieve", {"query": "lighthouse"}))[0] == -32001
 
 
 def test_unauthenticated(served: Served) -> None:

@@ -113,9 +113,8 @@ def test_an_outage_is_logged_once_not_once_per_call(private_redis: RedisProcess)
 def test_memory_holds_at_most_max_local_sessions_the_oldest_forgotten(
     private_redis: RedisProcess,
 ) -> None:
-    """Anyone may send ``shutdown`` with any ``Authorization`` header, unchecked (RcpServer
-    ends the sessions of that header's hash without asking Nextcloud), so each such call during
-    an outage adds to the memory however the rate limit keys callers: it is bounded."""
+    """A caller names its own sessions (``RCP-Session``), so each of its calls during an
+    outage may add one to the memory: it is bounded."""
     clock = Clock()
     breaker = RedisBreaker(private_redis.url, reset_seconds=1, clock=clock)
     a = RcpSessions(lambda: breaker, Names(), clock=clock, max_local=4)
