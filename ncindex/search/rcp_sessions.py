@@ -102,18 +102,20 @@ class _Lua:
 # A session's key holds "+<µs>" (started at that time, microseconds since the Unix epoch) or
 # "-<µs>" (ended: a tombstone, kept for the session lifetime). Every script's KEYS are sessions
 # of one credential, in one Redis Cluster hash slot ({<credential hash>} in the key).
-# ``read(key)`` is the key's mark and time (nil, 0 when absent); ``now`` Redis's clock, µs.
+# ``read(key)`` is the key's mark and time (nil, 0 when absent).
 _READ = (
     "local function read(key) local v = redis.call('GET', key) "
     "if not v then return nil, 0 end "
     "return string.sub(v, 1, 1), tonumber(string.sub(v, 2)) or 0 end "
 )
-_NOW = "local t = redis.call('TIME') local now = t[1] * 1000000 + t[2] "
-# A live action is timed max(now, the key's time + 1): after whatever it replaces, even a time
-# written back from a host whose clock is ahead of Redis's.
+# A live action is timed max(ARGV[2], the key's time + 1): ARGV[2] the time its call was made,
+# µs on the calling host's wall clock (not Redis's when the script runs: a script sent to a
+# stalled Redis runs once it resumes, after the calls the caller answered from memory
+# meanwhile), and after whatever it replaces, even a time from a host whose clock is ahead.
+_NOW = "local now = tonumber(ARGV[2]) "
 _STAMP = "string.format('%s%.0f', mark, math.max(now, at + 1))"
-# KEYS sessions, the first the one initialized; ARGV[1] lifetime s → 0 when KEYS[1] is live
-# (nothing done: a second initialize), else 1: each started now
+# KEYS sessions, the first the one initialized; ARGV[1] lifetime s, ARGV[2] the call's time µs
+# → 0 when KEYS[1] is live (nothing done: a second initialize), else 1: each started then
 _START = _Lua(
     _READ
     + _NOW
@@ -126,7 +128,7 @@ _LOOK_UP = _Lua(
     "local v = redis.call('GET', KEYS[1]) if v and string.sub(v, 1, 1) == '+' then "
     "redis.call('EXPIRE', KEYS[1], ARGV[1]) return 1 end return 0"
 )
-# KEYS sessions; ARGV[1] tombstone lifetime s → each ended now
+# KEYS sessions; ARGV[1] tombstone lifetime s, ARGV[2] the call's time µs → each ended then
 _END = _Lua(
     _READ
     + _NOW
@@ -197,12 +199,17 @@ class RcpSessions:
       back is answered from memory and written back after, one on any other session goes to
       Redis.
 
-    Clocks: a live start or end is timed by Redis (``TIME``), and never before the time the key
-    holds (so it follows whatever it replaced); one made during an outage by the host's wall
-    clock (``wall``, seconds since the epoch), the only clock there is then. A host whose clock
-    is ``d`` ahead of Redis's has its outage actions counted ``d`` late, ``d`` behind ``d``
-    early: a start and an end less than ``d`` apart, one in the outage and one not (or in
-    two hosts' outages), may be ordered wrongly, as before this ordering existed. A
+    Clocks: a start or end is timed by the wall clock of the host that made the call (``wall``,
+    seconds since the epoch) when it made it, the one clock there is during an outage, and
+    the one that orders a call's script after it ran late: a script sent to a stalled Redis
+    (SIGSTOP, a failover) times out, the call is answered from memory, and Redis runs the
+    script once it resumes; timed then, it would follow the calls answered from memory after
+    it (a ``shutdown`` after the ``initialize`` that timed out) and win their write-back. A
+    live start or end is never timed before the time the key holds, so it follows whatever it
+    replaced. A host whose clock is ``d`` ahead of another's has its actions counted ``d``
+    late against that host's: a start and an end less than ``d`` apart, one written back
+    from an outage and one made on the other host, may be ordered wrongly, as before this
+    ordering existed. A
     tombstone lasts ``ttl``: a write-back more than ``ttl`` after the end it should lose to
     (a process cut off from Redis that long, its session used meanwhile) sets the session
     again. A ``shutdown`` leaves tombstones even for sessions Redis does not hold (the
@@ -249,15 +256,15 @@ class RcpSessions:
         when that session is already initialized (atomic: ``SET NX``; during an outage, when
         this process started it)."""
         token = session or secrets.token_urlsafe(24)
+        at = self._now()
         keys = [self._key(cred, sid) for sid in dict.fromkeys((session or IMPLICIT, token))]
         try:
             self._write_back(keys[0])
-            if not _START(self._breaker(), keys, self.ttl):
+            if not _START(self._breaker(), keys, self.ttl, at):
                 raise already_initialized()
             self._answered()
         except redis.RedisError as exc:
             self._outage("start", exc)
-            at = self._now()
             with self._lock:
                 local = self._recorded(keys[0])
                 if local is not None and local.state == "started":
@@ -302,13 +309,13 @@ class RcpSessions:
         """End the implicit session and, when named, ``session``. Ending what is not
         live is a no-op."""
         keys = sorted({self._key(cred, IMPLICIT), self._key(cred, session or IMPLICIT)})
+        at = self._now()
         try:
             self._write_back(*keys)
-            _END(self._breaker(), keys, self.ttl)
+            _END(self._breaker(), keys, self.ttl, at)
             self._answered()
         except redis.RedisError as exc:
             self._outage("end", exc)
-            at = self._now()
             with self._lock:
                 for key in keys:
                     self._record(key, "ended", at)
@@ -320,7 +327,7 @@ class RcpSessions:
 
     def _now(self) -> int:
         """This host's wall clock, microseconds since the Unix epoch: the time of a start or
-        end during an outage."""
+        end, sent with its script or kept in memory during an outage."""
         return int(self._wall() * 1_000_000)
 
     def _recorded(self, key: str) -> _Local | None:

@@ -274,3 +274,53 @@ def test_a_credentials_sessions_share_one_redis_cluster_hash_slot(
         client.close()
     assert {key.decode().rsplit(":", 1)[1] for key in keys} == {"-", token, "named-session"}
     assert len({key_slot(key) for key in keys}) == 1
+
+
+def _wait_for_mark(url: str, sid: str, mark: bytes) -> None:
+    """Return once Redis holds session ``sid`` of :data:`CRED` as ``mark`` (``+`` live, ``-``
+    ended); waits up to 10 s."""
+    client = redis.Redis.from_url(url)
+    try:
+        for _ in range(200):
+            if any((client.get(key) or b"")[:1] == mark for key in client.keys(f"*:{sid}")):
+                return
+            time.sleep(0.05)
+    finally:
+        client.close()
+    raise AssertionError(f"{sid}: Redis never held it as {mark!r}")
+
+
+@pytest.mark.parametrize("stalled", ["start", "end"])
+def test_a_script_run_late_after_a_stall_does_not_undo_what_the_client_did_after_it(
+    private_redis: RedisProcess, stalled: str
+) -> None:
+    """A script sent to a stalled Redis (SIGSTOP) times out, so the process answers from its
+    memory; but Redis runs it once resumed. The client's next call (answered from memory, the
+    breaker open) undoes it: ``shutdown`` after the ``initialize`` that timed out, or
+    ``initialize`` after the ``shutdown``. Before: the late script was timed by Redis's clock
+    when it ran, after the client's next call, so that call lost the write-back (a session
+    ended by the client live again, one begun ended). Now each script carries the time its
+    call was made."""
+    clock = Clock()
+    a = process(private_redis.url, clock)
+    # a connection open, so the script reaches Redis; both scripts loaded, so EVALSHA runs
+    a.start(CRED, "pooled-connection")
+    a.end(CRED, "pooled-connection")
+    if stalled == "end":
+        a.start(CRED, "the-session")
+    private_redis.process.send_signal(signal.SIGSTOP)
+    try:
+        if stalled == "start":
+            a.start(CRED, "the-session")  # times out: started in memory, and in Redis later
+            a.end(CRED, "the-session")
+        else:
+            a.end(CRED, "the-session")  # times out: ended in memory, and in Redis later
+            a.start(CRED, "the-session")
+    finally:
+        private_redis.process.send_signal(signal.SIGCONT)
+    _wait_for_mark(private_redis.url, "the-session", b"+" if stalled == "start" else b"-")
+    clock.now += 1.2  # past the breaker's reset: the next call writes back
+    assert not a.active(CRED, "another-session")
+    assert not a._local
+    assert a.active(CRED, "the-session") is (stalled == "end")
+    assert a.started(CRED, "the-session") is (stalled == "end")
