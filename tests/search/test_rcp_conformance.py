@@ -151,7 +151,10 @@ def test_sessions_are_per_credential_and_per_session_id(served: Served) -> None:
 
 
 def test_a_malformed_session_header_is_refused(served: Served) -> None:
-    for value in ("short", "x" * 129, "has space in it", "-"):
+    """Braces among them: a session's key is ``…:s:{<credential hash>}:<id>``, the braces its
+    Redis Cluster hash tag, so an id may hold none (guard: refused before too)."""
+    braces = ("{" + "0" * 64 + "}", "x}:{y-session", "{the-session}")
+    for value in ("short", "x" * 129, "has space in it", "-", *braces):
         reply = Wire(served, "alice", session=value).call("initialize")
         assert reply["error"]["code"] == -32600, value
         assert reply["error"]["data"]["field"] == "RCP-Session"
