@@ -380,17 +380,30 @@ def _field_cut(name: str, value: str) -> str:
     list (:data:`_ADDRESS_FIELDS`) after its last whole address (before the last comma
     outside a quoted string, a comment or angle brackets, RFC 5322 §3.2.4, §3.2.2, §3.4);
     any field, or an address list with no such comma, before its last white space (an
-    RFC 2047 encoded word holds none, §2 and §5) or, in a run without any, after its last
-    whole encoded word. A run of :data:`_FIELD_CHARS` characters with neither is cut at
-    them."""
+    RFC 2047 encoded word holds none, §2 and §5) or, in a run without any, before an
+    encoded word the bound falls in, else after its last whole encoded word. A run of
+    :data:`_FIELD_CHARS` characters with neither is cut at them. An encoded word stuck to
+    the text before it (``Tide=?utf-8?b?R2V6ZWl0ZW4=?=``) is none by RFC 2047 §5 (it "MUST
+    be separated" from adjacent text "by linear-white-space"), but Python 3.11's
+    unstructured field parser (``email._header_value_parser.get_unstructured``, a
+    ``Subject``'s) and ``email.header.decode_header`` decode it (``TideGezeiten``), so it
+    is kept whole too: cut, its start was shown raw (``Tide=?utf-8?b?R2V6``)."""
     head = value[:_FIELD_CHARS]
     if name.lower() in _ADDRESS_FIELDS and (comma := _last_list_comma(head)) > 0:
         return head[:comma]
     space = max(head.rfind(" "), head.rfind("\t"), head.rfind("\n"), head.rfind("\r"))
     if space > 0:
         return head[:space]
-    words = [word.end() for word in _ENCODED_WORD.finditer(head)]
-    return head[: words[-1]] if words else head
+    end = max((word.end() for word in _ENCODED_WORD.finditer(head)), default=0)
+    # the one encoded word the bound can fall in is the first to start after the last whole
+    # one (a word's start is fixed: its charset and text hold no "?"); each "=?" after that
+    # is tried, each try reading on to a "?" or white space
+    start = value.find("=?", end, len(head) + 1)  # (its "=" may be the bound's last one)
+    while start >= 0:
+        if _ENCODED_WORD.match(value, start):
+            return head[:start]
+        start = value.find("=?", start + 1, len(head) + 1)
+    return head[:end] if end else head
 
 
 def _last_list_comma(value: str) -> int:
