@@ -34,13 +34,15 @@ def unflow(text: str, *, delsp: bool, max_chars: int | None = None) -> str:
     Each paragraph is written on one line behind its quote depth's ``>`` characters and a
     space (``>> text``; a quoted empty line as ``>>`` alone); lines end ``\\n``, and the
     text ends in one when ``text`` ends in a line ending. Lines are read only until the
-    text holds more than ``max_chars`` characters (``None``: no bound; the caller cuts
-    it); linear in the lines read (a body of 10 MB, 161,000 lines, read whole: 0.19 s and
-    0.41 s, medians of 5 in two runs on a shared machine, 2026-12-07)."""
+    text holds more than ``max_chars`` characters, quote marks and line breaks counted
+    (``None``: no bound); whenever a line is left unread the text is longer than
+    ``max_chars``, so the caller, cutting it there, marks it truncated. Linear in the
+    lines read (a body of 10 MB, 161,000 lines, read whole: 0.19 s and 0.41 s, medians of
+    5 in two runs on a shared machine, 2026-12-07)."""
     out: list[str] = []
     paragraph: list[str] = []
     depth = 0  # the quote depth of the paragraph under way
-    size = 0  # the characters of content kept: the text holds at least as many
+    size = 0  # characters the text holds at least: each line's content, quote marks, break
     ended = False  # whether the last line read ends in a line ending
     for line in _LINE.finditer(text):
         ended = line[2] is None
@@ -56,6 +58,8 @@ def unflow(text: str, *, delsp: bool, max_chars: int | None = None) -> str:
         if paragraph and (quotes != depth or separator):  # an improperly flowed line
             out.append(_quoted(depth, "".join(paragraph)))
             paragraph = []
+        if not paragraph:  # a line of the text: its quote marks, after the break before it
+            size += quotes + (1 if out else 0)
         depth = quotes
         paragraph.append(content)
         if not flowed:

@@ -11,6 +11,8 @@ import html
 import re
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from ncindex.text import mail
 from ncindex.text.chunking import Chunker
@@ -238,3 +240,58 @@ def test_a_long_flowed_body_is_read_only_until_past_max_chars() -> None:
     text, cut = mail.eml_text(message.encode(), max_chars=2000)
     assert cut and len(text) == 2000
     assert text.startswith(_HEADING + "> The pilot boat needs two people on board and Rui is")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        ">" * 1000 + "\r\n",  # a quoted empty line: no content at all
+        ">" * 100_000 + " x\r\n",  # one character of content 100,000 levels deep
+    ],
+)
+def test_a_flowed_body_of_quote_marks_is_read_only_until_past_max_chars(line: str) -> None:
+    """The bound counted a line's content only, not its quote marks: a 10 MB body of
+    quoted empty lines (or of 100,000 quote marks before a letter) was read whole for a
+    ``max_chars`` of 1,000, its text 10 MB. Its quote marks and line breaks count now:
+    the text holds the lines read until it is past the bound, the last one whole, and the
+    e-mail's text is cut at the bound and marked truncated. Failed before: the text was
+    the whole body, 10,010,000 characters."""
+    body = line * (10_000_000 // len(line))
+    read = unflow(body, delsp=False, max_chars=1000)
+    assert 1000 < len(read) <= 1000 + len(line) + 1
+    assert unflow(body, delsp=False).startswith(read)
+    message = _HEADERS + "Content-Type: text/plain; format=flowed\r\n\r\n" + body
+    text, cut = mail.eml_text(message.encode(), max_chars=1000)
+    assert cut and len(text) == 1000 and text.startswith(_HEADING + ">" * 100)
+
+
+_FLOWED_ATOMS = st.sampled_from(
+    [">", "> ", " ", "-- ", "a", "word ", "港 ", "\r\n", "\n", "\r", ">>", "From "]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    atoms=st.lists(_FLOWED_ATOMS, max_size=80),
+    delsp=st.booleans(),
+    max_chars=st.integers(0, 60),
+)
+@example(atoms=[">", "\n"] * 10, delsp=False, max_chars=0)  # quoted empty lines only
+def test_unflow_with_max_chars_is_a_prefix_longer_than_the_bound_or_the_whole_text(
+    atoms: list[str], delsp: bool, max_chars: int
+) -> None:
+    """``unflow`` with ``max_chars`` is the whole text, or one longer than ``max_chars``
+    (so that the caller, cutting it there, marks it truncated) that begins the whole text
+    (its last paragraph as far as it was read); and it stops within a line of the bound,
+    whatever the quote marks (failed before on a body of quoted empty lines, the example:
+    read whole). The line break that ends the text read may be inside the whole text's
+    paragraph."""
+    body = "".join(atoms)
+    whole = unflow(body, delsp=delsp)
+    read = unflow(body, delsp=delsp, max_chars=max_chars)
+    assert read == whole or (len(read) > max_chars and whole.startswith(read.rstrip("\n")))
+    longest = max(len(each) for each in re.split(r"\r\n|\r|\n", body))
+    # the lines read before the last one: at most max_chars counted, and a space after the
+    # marks of each quoted paragraph (not counted; its marks and content are, two or more);
+    # the last one: its content and marks, a space, the break before it and one after
+    assert len(read) <= max_chars * 3 // 2 + longest + 3
