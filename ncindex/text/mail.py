@@ -78,11 +78,12 @@ def eml_text(
     :meth:`Blocks.late <ncindex.text.blocks.Blocks.late>`, which marks the text truncated)
     is asked between the :data:`_FEED_PIECE` pieces of the message fed to the parser (once
     its header block, up to :data:`_HEADER_BYTES`, is read: the subject and addresses are
-    there), between the pieces of an HTML body's markup and before each part read but the
-    first (a text part, or an attachment's name); once it answers ``True``, or the text
-    read reaches ``max_chars`` characters, the rest is not read and the text is what was
-    (a text part cut to the characters left; an HTML one's markup parsed only until its
-    text is past them, or past :data:`~ncindex.text.markup.MAX_DEPTH` elements open). Raises
+    there), between the pieces of an HTML body's markup and the lines of a flowed plain
+    one (:func:`~ncindex.text.flowed.unflow`), and before each part read but the first (a
+    text part, or an attachment's name); once it answers ``True``, or the text read reaches
+    ``max_chars`` characters, the rest is not read and the text is what was (a text part
+    cut to the characters left; an HTML one's markup parsed only until its text is past
+    them, or past :data:`~ncindex.text.markup.MAX_DEPTH` elements open). Raises
     :class:`ExtractionError` when ``data`` holds no header fields (not a message) or a
     header or part cannot be decoded."""
     if b"\x00" in data[:4096]:
@@ -567,13 +568,14 @@ def _part_text(part: MIMEPart, late: Callable[[], bool], max_chars: int | None) 
     refused, by :func:`eml_text`) are dropped
     (:func:`~ncindex.text.charsets.decode_without_nuls`) rather than losing the whole
     message — its subject and addresses too — as binary data. A ``format=flowed`` plain
-    part has its paragraphs joined (:func:`_flowed`), its lines read only until its text
-    is past ``max_chars``."""
+    part has its paragraphs joined (:func:`_flowed`), its lines read under ``late`` and
+    only until its text is past ``max_chars``
+    (:func:`~ncindex.text.flowed.unflow`)."""
     content = _part_content(part)
     if part.get_content_subtype() == "html" and content:
         return html_text(content, late=late, max_chars=max_chars)
     if (delsp := _flowed(part)) is not None:
-        return unflow(content, delsp=delsp, max_chars=max_chars), False
+        return unflow(content, delsp=delsp, max_chars=max_chars, late=late), False
     return content, False
 
 
