@@ -311,9 +311,6 @@ class NextcloudClient:
         #: Endpoint family → the timeout that stopped its requests
         #: (:attr:`stop_when_unanswered`); written by the verifier's threads too.
         self.stalled: dict[str, NextcloudUnavailable] = {}
-        #: Whether any request of this client got an answer (any status): until one did, a
-        #: family stalled says Nextcloud may be answering nothing at all (:meth:`confirm`).
-        self.answered = False
 
     def _forward(self, kwargs: dict[str, Any]) -> None:
         """Add ``X-Forwarded-For`` (:attr:`forwarded_for`) to a request's ``headers``."""
@@ -435,7 +432,6 @@ class NextcloudClient:
         self._forward(kwargs)
         with self._sending(method, url, kwargs.get("timeout")):
             response = self.http.request(method, url, auth=self.auth, **kwargs)
-        self.answered = True
         if refused is not None and refused(response):
             if response.status_code == 400:
                 raise NextcloudRefused(f"{method} {url}", 400, _ocs_message(response))
@@ -457,7 +453,6 @@ class NextcloudClient:
             self._sending(method, url, kwargs.get("timeout")),
             self.http.stream(method, url, auth=self.auth, **kwargs) as response,
         ):
-            self.answered = True
             self._check(method, url, response, (404,), one_file=one_file)
             self._accepted(url)
             yield response
@@ -589,7 +584,6 @@ class NextcloudClient:
         self._forward(kwargs)
         with self._sending("GET", path, timeout):
             response = self.http.request("GET", path, auth=self.auth, **kwargs)
-        self.answered = True
         if response.status_code == 404:
             try:
                 meta = response.json()["ocs"]["meta"]
@@ -636,16 +630,18 @@ class NextcloudClient:
         format) is logged and the answer stands, as a search keeps a result whose check
         failed so (fail-open), and is not asked again by this client (an MCP search tool
         confirms in the search and after it: a Nextcloud that does not answer was waited for
-        twice). Nor is it asked, and the answer stands likewise, once a request of this client
-        timed out (:attr:`stalled`) before any got an answer (:attr:`answered`): Nextcloud has
-        answered nothing during this HTTP request — no result of it was confirmed — and a
-        stalled Nextcloud would keep the confirmation waiting its :data:`CONFIRM_SECONDS`
-        too, while a family stalled alone stops only its own requests."""
+        twice). It is asked too when every request of this client timed out (:attr:`stalled`)
+        before any got an answer: a part of Nextcloud that stalls in front of its login check
+        (a Deck whose PHP-FPM pool is stuck) leaves a revoked credential unrefused, as
+        Nextcloud logs a caller in before any app runs (nextcloud/server ``lib/base.php``
+        ``OC::handleRequest`` calls ``handleLogin`` before the router's ``match``;
+        ``ocs/v1.php`` likewise before ``match('/ocsapp' …)``; ``remote.php`` serves the DAV
+        server, whose ``Connector/Sabre/Auth.php`` ``validateUserPass`` runs before any
+        method), so only an answer of another family tells. Not when the OCS family itself is
+        stopped (it stalled, or no connection could be made: :meth:`_guarded` sends nothing),
+        when the answer stands likewise. A Nextcloud stalled whole so costs such a request
+        :data:`CONFIRM_SECONDS` more than its checks' timeout."""
         if self.confirmed:
-            return
-        if self.stalled and not self.answered:
-            log.warning("credential_not_confirmed", error="not sent: Nextcloud answered nothing")
-            self.confirmed = True
             return
         try:
             self.current_user(timeout=CONFIRM_SECONDS)

@@ -200,9 +200,10 @@ class _Call:
     (:attr:`~ncindex.nextcloud.client.NextcloudClient.stop_when_unanswered`), so a later
     message's search meets that failure without asking — its checks of that part keep their
     candidates unconfirmed (``meta.verified`` false, named in ``usage.notes``), and a cached
-    credential's confirmation stands when Nextcloud answered nothing of the batch, as when
-    Nextcloud is asked and does not answer; each message still gets its answer, only without
-    waiting another timeout for a part that gave none (a batch waits at most one per family).
+    credential's confirmation, asked of OCS once whatever else stalled, stands once OCS
+    itself gave no answer, as when Nextcloud is asked and does not answer; each message
+    still gets its answer, only without waiting another timeout for a part that gave none (a
+    batch waits at most one per family).
     (A search meeting Nextcloud's silence raises no error: it is fail-open, DESIGN §9.)"""
 
     authorization: str | None

@@ -108,9 +108,11 @@ def _caller(services: Services, header: str, address: str | None) -> NextcloudCl
     (:attr:`~ncindex.nextcloud.client.NextcloudClient.stop_when_unanswered`): a stalled
     Nextcloud costs that HTTP request at most one timeout per family it asks, not one per
     request it would send, while a Deck that stalls alone leaves the files' and notes'
-    checks asked — a search whose checks timed out before Nextcloud answered anything does
-    not wait :data:`~ncindex.nextcloud.client.CONFIRM_SECONDS` more to confirm a cached
-    credential (its answer stands, as when that confirmation gets no answer). The workers'
+    checks asked — a search whose checks all timed out still asks OCS to confirm a cached
+    credential (:meth:`~ncindex.nextcloud.client.NextcloudClient.confirm`: a family that
+    stalls in front of Nextcloud's login check refuses nothing, so a revoked credential is
+    told by OCS alone), waiting :data:`~ncindex.nextcloud.client.CONFIRM_SECONDS` more
+    unless OCS itself stalled during the request. The workers'
     and the service accounts' clients, which serve many requests, are not made here and
     never stop so."""
     client = services.caller(header)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from ncindex.errors import NextcloudUnavailable, NotFound
+from ncindex.errors import NextcloudAuthError, NextcloudUnavailable, NotFound
 from ncindex.nextcloud.apps import get_deck_card
 from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.nextcloud.families import endpoint_family
@@ -131,16 +131,13 @@ def test_a_connection_not_made_stops_every_family(failure: Exception) -> None:
 
 
 @pytest.mark.parametrize("answered_first", [False, True], ids=["nothing-answered", "answered"])
-def test_a_cached_credential_is_confirmed_after_a_stall_once_nextcloud_answered(
-    answered_first: bool,
-) -> None:
-    """A cached credential (``confirmed`` false) whose request met a stalled Deck. When
-    nothing else of the request was answered, its confirmation (OCS ``cloud/user``) is not
-    sent: Nextcloud answered nothing, no result was confirmed, and a Nextcloud stalled whole
-    would keep it waiting ``CONFIRM_SECONDS`` more; its answer stands (a guard: so it was
-    before). Once Nextcloud answered something (a note's 404, which shows nothing of the
-    credential), OCS is asked: only Deck stalled. Before, the Deck timeout stopped the
-    confirmation there too."""
+def test_a_cached_credential_is_confirmed_after_a_stall(answered_first: bool) -> None:
+    """A cached credential (``confirmed`` false) whose request met a stalled Deck asks OCS
+    ``cloud/user`` to confirm it, whether or not anything else of the request was answered
+    (a note's 404 shows nothing of the credential). Nothing answered, the confirmation was
+    not sent: a Deck that stalls in front of Nextcloud's login check (its PHP-FPM pool stuck)
+    refuses no revoked credential, so its search's results were shown to one (failed on
+    the old client: ``cloud/user`` not in ``sent``)."""
     sent: list[str] = []
     client = client_for(answering(deck, sent))
     client.confirmed = False
@@ -151,7 +148,42 @@ def test_a_cached_credential_is_confirmed_after_a_stall_once_nextcloud_answered(
         get_deck_card(client, 1, 2, 3)
     client.confirm()
     assert client.confirmed
-    assert ("/nextcloud/ocs/v2.php/cloud/user" in sent) is answered_first, sent
+    assert "/nextcloud/ocs/v2.php/cloud/user" in sent, sent
+
+
+def test_a_revoked_credential_whose_only_check_stalled_is_refused_by_ocs() -> None:
+    """A revoked cached credential whose request asked Deck alone, which stalls before
+    Nextcloud's login check: OCS answers the confirmation 401, and ``confirm`` raises
+    ``NextcloudAuthError`` (before: not asked, the answer stood)."""
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        if "/apps/deck/" in request.url.path:
+            raise httpx.ReadTimeout("deck")
+        return httpx.Response(401, json={"ocs": {"meta": {"statuscode": 997}, "data": []}})
+
+    client = client_for(handler)
+    client.confirmed = False
+    with pytest.raises(NextcloudUnavailable):
+        get_deck_card(client, 1, 2, 3)
+    with pytest.raises(NextcloudAuthError):
+        client.confirm()
+    assert sent[-1] == "/nextcloud/ocs/v2.php/cloud/user", sent
+
+
+def test_a_confirmation_is_not_sent_once_ocs_itself_stalled() -> None:
+    """OCS stalled earlier in the request (a capabilities GET timed out): the confirmation
+    is not sent, and the answer stands — no second wait for a family that gave no answer (a
+    guard: passes on the old client too)."""
+    sent: list[str] = []
+    ocs = lambda r: httpx.ReadTimeout("ocs") if "/ocs/" in r.url.path else None  # noqa: E731
+    client = client_for(answering(ocs, sent))
+    client.confirmed = False
+    with pytest.raises(NextcloudUnavailable):
+        client.ocs("GET", "/ocs/v2.php/cloud/capabilities")
+    client.confirm()
+    assert client.confirmed and sent == ["/nextcloud/ocs/v2.php/cloud/capabilities"], sent
 
 
 def test_a_stall_is_keyed_by_family_under_a_two_level_web_root() -> None:
