@@ -101,6 +101,7 @@ from mcp_server.tools import (
 from ncindex import __version__, strict_json
 from ncindex.errors import (
     RETRY_AFTER_SECONDS,
+    InputError,
     NextcloudAuthError,
     TransientError,
     Unauthenticated,
@@ -479,6 +480,10 @@ class Gate:
             answer = _refused(
                 request, 401, "unauthenticated", str(exc), BASIC_CHALLENGE, "Authorization"
             )
+            await answer(scope, receive, send)
+            return
+        except InputError as exc:  # a Basic credential holding a control character
+            answer = _refused(request, 400, exc.code, exc.detail, {}, exc.field)
             await answer(scope, receive, send)
             return
         except TransientError as exc:

@@ -66,7 +66,9 @@ answers another 400 ``invalid_json`` on ``body`` or ``unknown_field`` naming the
 * ``POST /ui/login/password`` — body ``{"login_name", "app_password"}``: signs in with an app
   password made by hand (401 ``unauthenticated`` if Nextcloud refuses it; 400
   ``unknown_field`` for another key, ``invalid_value`` on ``login_name`` for one holding ``:``
-  or a control character (U+0000-U+001F, U+007F-U+009F), Nextcloud not asked; 429
+  or a control character (U+0000-U+001F, U+007F-U+009F), and on ``app_password`` for one
+  holding a control character (:func:`~ncindex.web.auth.refuse_control_characters`), Nextcloud
+  not asked; 429
   ``rate_limited`` once the login name has used up the per-caller rate limit, which it shares
   with that login's Basic requests to the API);
 * ``POST /ui/logout`` — deletes the app password in Nextcloud (only one ncindex obtained
@@ -83,7 +85,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import time
-import unicodedata
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -110,6 +111,7 @@ from ncindex.settings import Settings
 from ncindex.web.auth import (
     MAX_AUTHORIZATION_CHARS,
     forget_caller,
+    refuse_control_characters,
     resolve_caller,
     still_accepted,
 )
@@ -634,27 +636,12 @@ def _text_field(body: Any, name: str) -> str:
     except UnicodeEncodeError:
         raise InputError("invalid_value", name, "is not valid Unicode (lone surrogate)") from None
     if name != "login_name":
+        refuse_control_characters(value, name, "an app password")
         return value
     if ":" in value:
         raise InputError("invalid_value", name, "a login name cannot contain ':' (Basic auth)")
     value = value.strip()  # a name pasted with a line break after it is the name
-    control = next((c for c in value if unicodedata.category(c) == "Cc"), None)
-    if control is not None:
-        # RFC 7617 §2: a Basic user-id "MUST NOT contain any control characters" (CTL,
-        # RFC 5234 B.1: U+0000-U+001F, U+007F), and in UTF-8 (§2.1) it is a PRECIS
-        # identifier, which refuses U+0080-U+009F too (RFC 8264 §9.12 Controls, Unicode's
-        # general category Cc: both ranges). Nextcloud matches an app password only with the
-        # login name its token was made with, compared as is (nextcloud/server
-        # lib/private/User/Session.php validateToken, `!==`); an account's own name holds
-        # none (lib/private/User/Manager.php validateUserId: a-z A-Z 0-9 space _.@-'), an
-        # e-mail login none (Session::logClientIn, FILTER_VALIDATE_EMAIL), and
-        # Manager::checkPasswordNoLogging drops a NUL, checking another name than typed. So
-        # refused here, not sent to be answered 401 "rejected the credentials", which reads
-        # as a wrong password.
-        raise InputError(
-            "invalid_value",
-            name,
-            f"holds the control character U+{ord(control):04X}, which no login name holds "
-            "(a tab or line break copied with it?)",
-        )
+    # Nextcloud matches an app password only with the login name its token was made with,
+    # compared as is (nextcloud/server lib/private/User/Session.php validateToken, `!==`)
+    refuse_control_characters(value, name, "a login name")
     return value

@@ -105,6 +105,7 @@ from ncindex import __version__, strict_json
 from ncindex.errors import (
     RETRY_AFTER_SECONDS,
     FilterError,
+    InputError,
     NextcloudAuthError,
     PermanentError,
     RpcError,
@@ -440,6 +441,8 @@ class RcpServer:
             return call.client()
         except Unauthenticated as exc:
             raise _unauthorized(str(exc) or "unauthenticated") from None
+        except InputError as exc:  # a Basic credential holding a control character
+            raise RpcError(Errc.INVALID_REQUEST, exc.detail, {"field": exc.field}) from None
         except TransientError as exc:
             log.warning("rcp_authentication_unavailable", error=f"{type(exc).__name__}: {exc}")
             raise RpcError(

@@ -6,21 +6,27 @@ in Redis for ``user_cache_seconds`` under a SHA-256 of the header — never the 
 
 A header that cannot be a credential — longer than :data:`MAX_AUTHORIZATION_CHARS`, not
 printable ASCII, or not ``Basic``/``Bearer`` followed by one token68 (RFC 9110 §11.4) — is
-refused before Nextcloud is asked. No error message ever quotes the header.
+refused before Nextcloud is asked. No error message ever quotes the header. Nor is a
+``Basic`` credential whose login name or password holds a control character
+(:func:`refuse_control_characters`, :func:`refuse_basic_controls`): a 400 naming the field.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import hashlib
 import ipaddress
 import re
+import unicodedata
 
 import flask
 import redis
 
 from ncindex.errors import (
     Forbidden,
+    InputError,
     NextcloudAuthError,
     NextcloudProtocolError,
     NextcloudRefused,
@@ -54,6 +60,56 @@ def normalized_authorization(authorization: str | None) -> str:
     return f"{scheme} {match['token']}"
 
 
+def refuse_control_characters(value: str, field: str, what: str) -> None:
+    """Raise :class:`~ncindex.errors.InputError` ``invalid_value`` on ``field`` when ``value``
+    (``what`` it is, for the detail: ``"a login name"``, ``"an app password"``) holds a
+    control character: Unicode's general category Cc, U+0000-U+001F and U+007F-U+009F. The
+    one check of the login names and passwords ncindex would send to Nextcloud.
+
+    RFC 7617 §2: a Basic user-id "MUST NOT contain any control characters" (CTL, RFC 5234
+    B.1: U+0000-U+001F, U+007F), and in UTF-8 (§2.1) user-id and password are PRECIS
+    strings, whose classes refuse U+0080-U+009F too (RFC 8264 §9.12 Controls, category Cc;
+    §4.2/§4.3: the UsernameCaseMapped and OpaqueString profiles of RFC 8265 disallow them).
+    Nextcloud makes none: an account's name holds none (nextcloud/server
+    ``lib/private/User/Manager.php`` ``validateUserId``: a-z A-Z 0-9 space ``_.@-'``), an
+    e-mail login none (``Session::logClientIn``, ``FILTER_VALIDATE_EMAIL``), an app
+    password is letters and digits (``core/Service/LoginFlowV2Service.php`` ``flowDone``:
+    ``ISecureRandom::generate(72, CHAR_UPPER . CHAR_LOWER . CHAR_DIGITS)``;
+    ``apps/settings/lib/Controller/AuthSettingsController.php``
+    ``generateRandomDeviceToken``: groups of ``CHAR_ALPHANUMERIC``), and
+    ``Manager::checkPasswordNoLogging`` drops a NUL, checking another name than typed. So
+    such a credential is refused here, before Nextcloud is asked, not answered 401 "rejected
+    the credentials" (which reads as a wrong password) after one more refused login counted
+    against the caller's address."""
+    control = next((c for c in value if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        raise InputError(
+            "invalid_value",
+            field,
+            f"{what} holds the control character U+{ord(control):04X}, which none holds "
+            "(a tab or line break copied with it?)",
+        )
+
+
+def refuse_basic_controls(header: str) -> None:
+    """:func:`refuse_control_characters` of the login name and the password of ``header``
+    (a :func:`normalized_authorization` one), on the field ``Authorization``; nothing for a
+    ``Bearer`` token (a token68 is printable ASCII) or a ``Basic`` one whose base64 does not
+    decode (Nextcloud refuses it: 401, as before). The credential's bytes are read as UTF-8
+    (RFC 7617 §2.1), a byte that is no UTF-8 as U+FFFD: a C0 control or DEL is refused
+    whatever the charset, a C1 one when written in UTF-8."""
+    scheme, _, token = header.partition(" ")
+    if scheme != "Basic":
+        return
+    try:
+        raw = base64.b64decode(token, validate=True)
+    except (binascii.Error, ValueError):
+        return
+    login, _, password = raw.decode("utf-8", errors="replace").partition(":")
+    refuse_control_characters(login, "Authorization", "the Basic credential's login name")
+    refuse_control_characters(password, "Authorization", "the Basic credential's password")
+
+
 def resolve_caller(
     services: Services, authorization: str | None, address: str | None = None
 ) -> NextcloudClient:
@@ -62,7 +118,10 @@ def resolve_caller(
     server's, past its trusted proxies) or, inside a Flask request, the request's.
 
     Raises :class:`Unauthenticated` for a missing or malformed header (see
-    :func:`normalized_authorization`; Nextcloud is not asked) and when Nextcloud does not
+    :func:`normalized_authorization`; Nextcloud is not asked),
+    :class:`~ncindex.errors.InputError` ``invalid_value`` on ``Authorization`` for a Basic
+    credential holding a control character (:func:`refuse_basic_controls`; Nextcloud is not
+    asked, nor the credential cache) and when Nextcloud does not
     confirm the credentials (401, 404, another 4xx, or an answer that is not its format);
     ``NextcloudUnavailable`` when Nextcloud cannot be asked (timeout, 5xx, 429). A caller taken
     from the cache is not ``confirmed``
@@ -71,6 +130,7 @@ def resolve_caller(
     so a credential revoked since is refused then, not for the rest of the cache's time.
     """
     header = normalized_authorization(authorization)
+    refuse_basic_controls(header)
     client = _caller(services, header, address)
     key = _cache_key(services, header)
     ttl = services.settings.user_cache_seconds

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -244,4 +245,57 @@ def test_a_forwarded_address_that_is_no_ip_address_is_not_sent_on(
     services.close()
     keys = redis.Redis.from_url(redis_url)
     for key in keys.scan_iter("auth-forwarded:*"):
+        keys.delete(key)
+
+
+CONTROLS = [
+    ("alice", "alice-app-pw\n"),  # a line break pasted with the app password
+    ("alice", "alice-app\x00pw"),
+    ("alice", "alice-app\u0085pw"),  # a C1 control (NEL), in UTF-8
+    ("al\tice", "alice-app-pw"),
+    ("alice\u009b", "alice-app-pw"),
+]
+"""Basic credentials (login name, password) holding a control character (Unicode's Cc)."""
+
+
+@pytest.mark.parametrize(("login", "password"), CONTROLS)
+def test_a_basic_credential_holding_a_control_character_is_400_unsent(
+    redis_url: str, tmp_path: Path, login: str, password: str
+) -> None:
+    """A Basic credential whose login name or password holds a control character (RFC 7617
+    §2; PRECIS, RFC 8264 §9.12) was sent to Nextcloud, and answered 401 as a wrong password:
+    400 ``invalid_value`` on ``Authorization`` from every search API route that takes one
+    (``/v1/`` and RCP, -32600 with ``data.field``), and Nextcloud is not asked (failed on
+    main: 401, and ``cloud/user`` asked)."""
+    from search_api import create_app
+
+    nextcloud = Nextcloud()
+    settings = Settings(
+        nextcloud_url="https://cloud.example.test",
+        redis_url=redis_url,
+        namespace="auth-cc",
+        data_dir=tmp_path,  # the old code opened the store there
+    )
+    services = Services(settings, http_transport=httpx.MockTransport(nextcloud))
+    client = create_app(settings, services=services).test_client()
+    token = base64.b64encode(f"{login}:{password}".encode()).decode()
+    headers = {"Authorization": f"Basic {token}"}
+    answers = [
+        client.post("/v1/search", json={"query": "x"}, headers=headers),
+        client.get("/v1/documents/note/1/context", headers=headers),
+        client.get("/v1/owners", headers=headers),
+        client.get("/v1/status", headers=headers),
+    ]
+    for answer in answers:
+        assert answer.status_code == 400, (answer.request.path, answer.get_json())
+        problem = answer.get_json()
+        assert (problem["code"], problem["field"]) == ("invalid_value", "Authorization"), problem
+        assert "control character U+" in problem["detail"], problem
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    error = client.post("/rcp/initialize", json=rpc, headers=headers).get_json()["error"]
+    assert (error["code"], error["data"]["field"]) == (-32600, "Authorization"), error
+    assert nextcloud.seen == []
+    services.close()
+    keys = redis.Redis.from_url(redis_url)
+    for key in keys.scan_iter("auth-cc:*"):
         keys.delete(key)

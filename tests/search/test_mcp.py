@@ -846,6 +846,25 @@ def test_bad_or_missing_credentials_are_401(mcp_url: str) -> None:
         assert error.error.data["field"] == "Authorization"
 
 
+def test_a_basic_credential_holding_a_control_character_is_400_unsent(
+    mcp_url: str, ro_api: Api
+) -> None:
+    """A Basic credential whose password or login name holds a control character (a line
+    break pasted with it, a C1 control) was sent to Nextcloud and answered 401: the gate
+    answers 400 ``invalid_value`` on ``Authorization`` (problem+json, or in the JSON-RPC
+    error's ``data``), and Nextcloud is not asked (failed on main: 401)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    before = ro_api.sim.request_count("ocs")
+    for user, password in (("alice", PASSWORDS["alice"] + "\n"), ("al\u0085ice", "pw")):
+        for accept in ("*/*", "application/json, text/event-stream"):
+            headers = {"Accept": accept, "Authorization": basic(user, password)}
+            response = httpx.post(mcp_url, json=body, headers=headers, timeout=30)
+            assert response.status_code == 400, response.text
+            problem = response.json() if accept == "*/*" else response.json()["error"]["data"]
+            assert (problem["code"], problem["field"]) == ("invalid_value", "Authorization")
+    assert ro_api.sim.request_count("ocs") == before
+
+
 def refusal_seen_by_the_sdk(url: str, authorization: str) -> MCPError:
     """The ``MCPError`` the SDK's own client raises when the gate refuses its first
     request."""

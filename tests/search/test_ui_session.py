@@ -707,7 +707,8 @@ def test_a_login_url_that_is_not_http_is_refused(redis_url: str) -> None:
 def test_hostile_sign_in_input_is_a_4xx_naming_the_field(redis_url: str) -> None:
     """A lone surrogate in the typed login name or app password cannot be sent as UTF-8 in a
     Basic header: 400 ``invalid_value`` naming the field, and Nextcloud is not asked (it was a
-    500); nor is a control character in the login name (it was sent, and answered 401). A
+    500); nor is a control character in the login name or the app password (it was sent, and
+    answered 401). A
     CSRF token with non-ASCII characters (a WSGI server hands header bytes over as latin-1) is
     403 ``csrf_failed`` on the page's routes and on a signed-in session's ``/v1/`` request (it
     was a 500), while a UTF-8 login name still signs in."""
@@ -738,6 +739,11 @@ def test_hostile_sign_in_input_is_a_4xx_naming_the_field(redis_url: str) -> None
         # they were sent to Nextcloud
         ("login_name", b'{"login_name": "al\\u0085ice", "app_password": "pw"}'),
         ("login_name", b'{"login_name": "al\\u009bice", "app_password": "pw"}'),
+        # in the app password as well (a line break pasted with it, a C1 control): they
+        # were sent to Nextcloud
+        ("app_password", b'{"login_name": "alice", "app_password": "pw\\n"}'),
+        ("app_password", b'{"login_name": "alice", "app_password": "p\\u0000w"}'),
+        ("app_password", b'{"login_name": "alice", "app_password": "p\\u0085w"}'),
     ]:
         refused = client.post("/ui/login/password", data=body, headers={CSRF_HEADER: csrf})
         assert refused.status_code == 400, (name, refused.get_json())
