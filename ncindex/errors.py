@@ -355,9 +355,10 @@ def refused_with_401(exc: BaseException) -> bool:
       (``PublicKeyTokenProvider::updatePasswords`` clears ``password_invalid``). Nothing
       ncindex can see tells it from a revoked one — the same 401 and body (``ocs/v1.php``
       "Unauthorised"; Sabre's "Username or password was incorrect" from ``Auth::
-      validateUserPass``), ``enabled`` true to the admin — so it counts as gone too: kept,
-      its delete would be refused alike until a login whose time ncindex cannot know, and
-      each delete of a revoked one would be one more counted login.
+      validateUserPass``), ``enabled`` true to the admin — so the search page keeps such a
+      credential for one more delete a day later
+      (:data:`ncindex.web.revocations.REFUSED_RETRY_SECONDS`), which deletes one revived by
+      a login meanwhile and costs a revoked one one more counted login, then drops it.
 
     False for every other refusal (a 403, a 404, an answer in no known shape: the app password
     may stand), for an :class:`AccountDisabled` (WebDAV's 503) and an :class:`AccountHeld`

@@ -158,8 +158,10 @@ def install_session_auth(app: Flask, services: Services) -> None:
     ``csrf_failed``). Runs before every other hook, so the rate limit counts the session's
     user. A 401 answer to such a request signs the session out (the app password was
     revoked), and when Nextcloud's own answer was a 401
-    (:func:`~ncindex.web.problems.answered_401`) the record of app passwords to delete forgets
-    it (:meth:`~ncindex.web.session.UiSessions.refused`) unless the webhook admin says the
+    (:func:`~ncindex.web.problems.answered_401`) the record of app passwords to delete keeps
+    it for one more delete a day later (:meth:`~ncindex.web.session.UiSessions.refused`: a
+    revoked app password and one whose login password expired answer alike) unless the
+    webhook admin says the
     account is disabled (:func:`~ncindex.web.revocations.account_disabled`: OCS answers that
     401 too, and the app password works again once enabled), asked only for a Login Flow's
     credential (a typed one is the user's, never recorded to delete); answers to requests
@@ -334,10 +336,11 @@ def ui_blueprint(
         )
         if ended:
             # as a /v1/ call answered 401 signs it out; refused with 401 (only then is it
-            # False), so the record forgets it — the sweep asks Nextcloud nothing for it —
-            # unless the account is disabled: that app password works again once enabled (asked
-            # for a flow's credential alone: a typed one is never recorded to delete; within
-            # CONFIRM_SECONDS, no answer keeps the entry for the sweep to settle)
+            # False), so the record keeps it for one more delete a day later (revoked, or its
+            # login password expired: UiSessions.refused) unless the account is disabled:
+            # that app password works again once enabled (asked for a flow's credential
+            # alone: a typed one is never recorded to delete; within CONFIRM_SECONDS, no
+            # answer keeps the entry for the sweep to settle)
             kept = record.get("origin") == "flow" and (
                 account_disabled(services, record.get("user", ""), CONFIRM_SECONDS) is not False
             )
@@ -446,9 +449,10 @@ def ui_blueprint(
         try:
             user = resolve_caller(services, authorization).user or ""
         except Unauthenticated as exc:  # the flow's credentials: no field of the request
-            # only a 401 says their app password is no more, and not for a disabled account
-            # (OCS answers it 401 too); another refusal (a 404 or 403 of a proxy, an answer in
-            # no known shape) may leave it alive: deleted, not forgotten
+            # a 401 (not a disabled account's, which OCS answers 401 too) is a revoked app
+            # password's or an expired login password's: kept for one more delete a day later
+            # (UiSessions.release_flow), not deleted now; another refusal (a 404 or 403 of a
+            # proxy, an answer in no known shape) may leave it alive: deleted now
             invalid = refused_with_401(exc) and (
                 account_disabled(services, basic_login(authorization)) is False
             )

@@ -154,6 +154,7 @@ class LoginFlows:
             return _page("Wrong login or password.", status=403)
         app_password = _random(APP_PASSWORD_CHARS)
         self.sim.add_app_password(uid, app_password, login_name=login_name)
+        self.sim.revive_app_passwords(uid)  # flowDone → generateToken → updatePasswords
         with self.lock:
             flow.login_name = login_name
             flow.server = request.host_url.rstrip("/") + request.script_root
@@ -169,6 +170,7 @@ class LoginFlows:
             return False
         app_password = _random(APP_PASSWORD_CHARS)
         self.sim.add_app_password(uid, app_password, login_name=login_name)
+        self.sim.revive_app_passwords(uid)  # flowDone → generateToken → updatePasswords
         with self.lock:
             flow.login_name, flow.app_password = login_name, app_password
             flow.server = login_url.split("/index.php/", 1)[0]

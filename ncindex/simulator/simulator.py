@@ -312,6 +312,27 @@ class NextcloudSimulator:
             user.passwords.add(password)
             user.token_logins[password] = login_name or user.login_name
 
+    def expire_app_password(self, uid: str, password: str) -> None:
+        """The login password stored with app password ``password`` of ``uid`` no longer
+        checks (changed outside Nextcloud: LDAP): nextcloud/server
+        ``lib/private/User/Session.php`` ``checkTokenCredentials`` →
+        ``PublicKeyTokenProvider::markPasswordInvalid``. The app password stays, but every
+        login with it is refused (``PublicKeyTokenProvider::checkToken`` throws
+        ``TokenPasswordExpiredException``, an ``ExpiredTokenException``, which
+        ``Session::logClientIn`` answers ``false`` without counting a failed login: a plain
+        401, OCS 997, as a revoked one's) until a Login Flow of the user revives it
+        (:meth:`revive_app_passwords`)."""
+        with self.lock:
+            self.tree.user(uid).expired.add(password)
+
+    def revive_app_passwords(self, uid: str) -> None:
+        """A login of ``uid`` with their password stores it in every app password of theirs
+        again: nextcloud/server ``core/Service/LoginFlowV2Service.php`` ``flowDone`` →
+        ``PublicKeyTokenProvider::generateToken`` → ``updatePasswords``, which
+        ``setPasswordInvalid(false)`` each token whose hash does not verify the password."""
+        with self.lock:
+            self.tree.user(uid).expired.clear()
+
     def login(self, login_name: str, password: str) -> str | None:
         """The uid a Basic ``login_name:password`` authenticates, or None.
 
@@ -322,6 +343,8 @@ class NextcloudSimulator:
         with self.lock:
             for user in self.tree.users.values():
                 token_login = user.token_logins.get(password)
+                if password in user.expired:
+                    continue  # TokenPasswordExpiredException: refused (expire_app_password)
                 if token_login is not None and token_login.lower() == login_name.lower():
                     return user.uid
             return None
@@ -332,7 +355,7 @@ class NextcloudSimulator:
         ``loginWithToken``: the token alone, no login name to match)."""
         with self.lock:
             for user in self.tree.users.values():
-                if token in user.token_logins:
+                if token in user.token_logins and token not in user.expired:
                     return user.uid
             return None
 

@@ -181,6 +181,10 @@ class User:
     #: ``occ user:disable`` clears it (:meth:`~ncindex.simulator.simulator.NextcloudSimulator.
     #: disable_user`): the account keeps its files and app passwords but may not log in.
     enabled: bool = True
+    #: App passwords whose stored login password expired (:meth:`~ncindex.simulator.
+    #: simulator.NextcloudSimulator.expire_app_password`): kept, but refused until the
+    #: user's next Login Flow stores the login password again.
+    expired: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.login_name = self.login_name or self.uid

@@ -26,16 +26,24 @@ Lua step that stores, moves or drops the credential in a session (:mod:`ncindex.
 
 A request that drops a credential records it ownerless and due :data:`RETRY_SECONDS` later, then
 deletes it at once (:meth:`Revocations.delete`); a definitive answer forgets the entry. A
-credential Nextcloud answered 401 is forgotten instead, in the step that drops it
-(:meth:`~ncindex.web.session.UiSessions.refused`, ``release_flow(invalid=True)``): its app
-password is no more, and a delete signed in with it would be one more refused login from
-ncindex's own address (``Session::logClientIn`` → ``handleLoginFailed`` →
-``Throttler::registerAttempt``), slowing every login ncindex makes from there — unless the
+credential Nextcloud answered 401 — revoked, or its stored login password expired (the user's
+password changed outside Nextcloud: ``Session::checkTokenCredentials`` →
+``PublicKeyTokenProvider::markPasswordInvalid``; ``checkToken`` then throws
+``TokenPasswordExpiredException``, which ``Session::logClientIn`` answers as a plain refusal,
+OCS 997, as it answers a token that does not exist: nothing tells them apart) — is kept
+instead, ownerless and marked (:data:`REFUSED_MARK` in
+:attr:`~ncindex.names.Names.ui_revoke_user`), due :data:`REFUSED_RETRY_SECONDS` later, in the
+step that drops it (:meth:`~ncindex.web.session.UiSessions.refused`,
+``release_flow(invalid=True)``) or by the delete refused so: an expired one is revived by the
+user's next Login Flow or web login (``core/Service/LoginFlowV2Service.php`` ``flowDone`` →
+``PublicKeyTokenProvider::generateToken`` → ``updatePasswords``: ``setPasswordInvalid(false)``),
+when that delete goes through; a marked entry's next 401 forgets it. One delete a day later, not
+one a minute: a delete of a revoked one is one more refused login from ncindex's own address
+(``Session::logClientIn`` → ``handleLoginFailed`` → ``Throttler::registerAttempt``), slowing
+every login ncindex makes from there — unless the
 webhook admin says the account is disabled (:func:`account_disabled`: OCS answers a disabled
 account 401 too, and its app password works again once it is enabled), when it is kept, and a
-delete refused so keeps it due :data:`DISABLED_RETRY_SECONDS` later. An app password refused
-because the user's password changed outside Nextcloud cannot be told from a revoked one and
-is forgotten too (:func:`~ncindex.errors.refused_with_401`). A failed
+delete refused so keeps it due :data:`DISABLED_RETRY_SECONDS` later. A failed
 or never-sent delete is left to :meth:`Revocations.sweep`, which beat runs every
 :data:`RETRY_SECONDS` (``ncindex.revoke_app_passwords``, ``workers/beat.py``): for each due
 entry, atomically, an owner session that still exists and still holds the credential makes it
@@ -82,6 +90,19 @@ RETRY_SECONDS = 60
 recorded it (the request deletes it meanwhile) and after a failed delete; also beat's period."""
 SWEEP_BATCH = 100
 """At most this many due entries are looked at per sweep (the rest are due at the next)."""
+REFUSED_RETRY_SECONDS = 24 * 3600
+"""How long an entry whose app password Nextcloud answered 401 (for no disabled account) waits
+for its one more delete, seconds: a day, so that an app password whose stored login password
+expired — revived by the user's next Login Flow or web login — is deleted once they signed in
+again, while a revoked one's last try, one more refused login from ncindex's address, falls
+outside the 12 hours over which Nextcloud's brute-force protection counts the first
+(nextcloud/server ``lib/private/Security/Bruteforce/Throttler.php``: attempts of the last
+12 hours; the cut-off is a *guess* of the current code's, read in older releases)."""
+REFUSED_MARK = "#401"
+"""Appended to a credential, the field of :attr:`~ncindex.names.Names.ui_revoke_user` that
+says Nextcloud answered it 401 once already (:meth:`Revocations.delete`): a credential, a
+``Basic`` header of a token68 (:func:`~ncindex.web.auth.normalized_authorization`), holds no
+``#``."""
 DISABLED_RETRY_SECONDS = 3600
 """How long an entry whose delete Nextcloud refused because its account is disabled waits
 before the sweep asks again, seconds: the account may stay disabled for long, and each ask is
@@ -99,7 +120,12 @@ LUA = (
     "local function hold(auth, key, at) "
     "redis.call('ZADD', RZ, at, auth) redis.call('HSET', RO, auth, key) end "
     "local function forget(auth) redis.call('ZREM', RZ, auth) redis.call('HDEL', RO, auth) "
-    "redis.call('HDEL', RU, auth) end "
+    f"redis.call('HDEL', RU, auth, auth .. '{REFUSED_MARK}') end "
+    # answered 401 at `now` (a recorded credential only: a typed one never is): kept ownerless,
+    # due REFUSED_RETRY_SECONDS later, marked so that the next 401 forgets it
+    "local function refused(auth, now) if redis.call('ZSCORE', RZ, auth) then "
+    f"redis.call('HSET', RU, auth .. '{REFUSED_MARK}', 1) "
+    f"revoke(auth, now + {REFUSED_RETRY_SECONDS * 1000}) end end "
 )
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
 # KEYS sorted set, owner hash; ARGV batch, retry ms → the credentials to delete now
@@ -117,8 +143,16 @@ _DUE = (
 # KEYS sorted set, owner hash, user hash; ARGV credential: forgotten unless a session holds it
 # again
 _DONE = (
-    "if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then "
-    "redis.call('ZREM', KEYS[1], ARGV[1]) redis.call('HDEL', KEYS[3], ARGV[1]) end return 1"
+    "if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then redis.call('ZREM', KEYS[1], ARGV[1]) "
+    f"redis.call('HDEL', KEYS[3], ARGV[1], ARGV[1] .. '{REFUSED_MARK}') end return 1"
+)
+
+# KEYS sorted set, user hash; ARGV credential, ms → 1 when its entry is there and was not
+# marked refused: marked, and due ms later (REFUSED_MARK); else 0
+_REFUSED_ONCE = (
+    "if not redis.call('ZSCORE', KEYS[1], ARGV[1]) or "
+    f"redis.call('HSETNX', KEYS[2], ARGV[1] .. '{REFUSED_MARK}', 1) == 0 then return 0 end "
+    "redis.call('ZINCRBY', KEYS[1], ARGV[2], ARGV[1]) return 1"
 )
 
 
@@ -141,8 +175,10 @@ class Revocations:
 
     def delete(self, authorization: str) -> bool:
         """Delete the app password of ``authorization`` in Nextcloud: whether it was. Any
-        answer of Nextcloud settles it and forgets its entry: deleted; 401, no more as far as
-        ncindex can tell; 403, no app password; any other 4xx or an answer in no known shape
+        answer of Nextcloud settles it and forgets its entry: deleted; a second 401 (the
+        first one — revoked, or its login password expired, which a login revives — keeps it,
+        marked, due :data:`REFUSED_RETRY_SECONDS` later: the module docstring); 403, no app
+        password; any other 4xx or an answer in no known shape
         (logged, as ``PermanentError``: asking again would get the same) — except a 401 for
         an account ``disabled`` says is disabled (asked with the user id a session signed in
         with it as, recorded in :attr:`~ncindex.names.Names.ui_revoke_user`; else, a flow's
@@ -169,6 +205,8 @@ class Revocations:
             delete_app_password(self.caller(authorization))
         except PermanentError as exc:
             disabled = refused_with_401(exc) and self.disabled(self._user_of(authorization))
+            if disabled is False and refused_with_401(exc) and self._first_refusal(authorization):
+                return False  # kept for one more delete (_first_refusal)
             if disabled is not False:  # disabled, or not told (no answer): asked again later
                 log.info("app_password_kept_account_disabled", told=disabled is True)
                 later = (DISABLED_RETRY_SECONDS - RETRY_SECONDS) * 1000
@@ -187,6 +225,23 @@ class Revocations:
         with contextlib.suppress(redis.RedisError):  # the sweep's next delete settles it
             self.redis.call("eval", _DONE, len(self.keys), *self.keys, authorization)
         return deleted
+
+    def _first_refusal(self, authorization: str) -> bool:
+        """Whether this 401 is the first Nextcloud gave ``authorization``'s delete (no
+        :data:`REFUSED_MARK` yet): then it is marked and its entry kept, due
+        :data:`REFUSED_RETRY_SECONDS` later, for one more delete. An app password whose stored
+        login password expired answers 401 as a revoked one does and is revived by the
+        user's next login (see the module docstring); the second 401 forgets it. ``False``
+        when Redis does not answer (the entry is forgotten, as before)."""
+        later = (REFUSED_RETRY_SECONDS - RETRY_SECONDS) * 1000
+        keys = (self.keys[0], self.keys[2])
+        try:
+            kept = self.redis.call("eval", _REFUSED_ONCE, 2, *keys, authorization, later)
+        except redis.RedisError:
+            return False
+        if kept:
+            log.info("app_password_kept_refused_once")
+        return bool(kept)
 
     def _user_of(self, authorization: str) -> str:
         """The user id a session signed in with ``authorization`` as

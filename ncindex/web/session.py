@@ -98,15 +98,15 @@ _CLAIM = (
     "redis.call('HSET', KEYS[1], 'flow_check', ARGV[1] .. ' ' .. (now + tonumber(ARGV[2]))) "
     "return auth"
 )
-# KEYS[1] session; ARGV claim, what becomes of the flow ('keep' only the claim ends, 'forget'
-# drop it and the record forgets it: its app password is no more, 'revoke' drop it recorded to
+# KEYS[1] session; ARGV claim, what becomes of the flow ('keep' only the claim ends, 'refused'
+# drop it kept for one more delete a day later: answered 401, 'revoke' drop it recorded to
 # delete), retry ms, the flow fields → 1, or 0 when the claim is not there
 _RELEASE = (
     _NOW + LUA + _OURS + "if not ours(KEYS[1], ARGV[1]) then return 0 end "
     "if ARGV[2] == 'keep' then redis.call('HDEL', KEYS[1], 'flow_check') return 1 end "
     "local auth = redis.call('HGET', KEYS[1], 'flow_authorization') "
     "if auth and ARGV[2] == 'revoke' then revoke(auth, now + tonumber(ARGV[3])) "
-    "elseif auth then forget(auth) end "
+    "elseif auth then refused(auth, now) end "
     "redis.call('HDEL', KEYS[1], unpack(ARGV, 4)) return 1"
 )
 # KEYS[1] session; ARGV retry ms, number of fields to drop, those fields, then field/value
@@ -151,11 +151,12 @@ _REPLACE = (
     "elseif new then forget(new) end return out"
 )
 # KEYS[1] session; ARGV 1 when Nextcloud answered its credential 401, else 0 → signed out
-# (authorization, user, origin dropped); a credential answered 401 forgotten by the record, any
-# other kept there for the sweep (its owner, this session, no longer holds it)
+# (authorization, user, origin dropped); a recorded credential answered 401 kept for one more
+# delete a day later (revocations.REFUSED_RETRY_SECONDS), any other kept there for the sweep
+# (its owner, this session, no longer holds it)
 _REFUSED = (
-    LUA + "local auth = redis.call('HGET', KEYS[1], 'authorization') "
-    "if auth and ARGV[1] == '1' then forget(auth) end "
+    _NOW + LUA + "local auth = redis.call('HGET', KEYS[1], 'authorization') "
+    "if auth and ARGV[1] == '1' then refused(auth, now) end "
     "redis.call('HDEL', KEYS[1], 'authorization', 'user', 'origin') return 1"
 )
 # KEYS[1] session; ARGV retry ms → its flow credentials, recorded to delete (a list)
@@ -219,23 +220,24 @@ class UiSessions:
         revoked): ``authorization``, ``user`` and ``origin`` go, the session stays (not signed
         in, its CSRF token kept). ``invalid`` (Nextcloud answered the credential 401:
         :func:`~ncindex.errors.refused_with_401`): in the same step the record of
-        :mod:`ncindex.web.revocations` forgets it, as :meth:`release_flow` forgets a flow's
-        credential refused so — its app password is no more, and the sweep's delete would be
-        one more refused login from ncindex's own address, which Nextcloud's brute-force
+        :mod:`ncindex.web.revocations` keeps a Login Flow's credential ownerless for one more
+        delete :data:`~ncindex.web.revocations.REFUSED_RETRY_SECONDS` later, marked so that
+        its 401 then forgets it, as :meth:`release_flow` keeps a flow's credential refused so:
+        its app password is revoked, or its stored login password expired — revived by the
+        user's next login — and nothing tells the two apart; a delete of a revoked one is one
+        more refused login from ncindex's own address, which Nextcloud's brute-force
         protection counts against every login ncindex makes from there (nextcloud/server
         ``lib/private/User/Session.php`` ``logClientIn`` → ``handleLoginFailed`` →
-        ``lib/private/Security/Bruteforce/Throttler.php`` ``registerAttempt``). The caller
+        ``lib/private/Security/Bruteforce/Throttler.php`` ``registerAttempt``), so one a day
+        later, not one a minute. The caller
         says ``invalid`` false for a disabled account's 401 too
         (:func:`~ncindex.web.revocations.account_disabled`): that app password works again
         once the account is enabled; and when that lookup got no answer (the sweep asks
         again). Otherwise (a 404 or 403 of a proxy, an answer in no
         known shape, a disabled account's 401 or WebDAV 503: the app password may stand) a
         Login Flow's credential keeps its entry, owned by this session, which no longer holds
-        it: the sweep deletes it once due, as every app password no live session holds. An
-        app password refused because the user's password changed outside Nextcloud, which
-        revives at their next web login, is forgotten as a revoked one: nothing tells the two
-        apart (:func:`~ncindex.errors.refused_with_401`). Either way the session is signed
-        out."""
+        it: the sweep deletes it once due, as every app password no live session holds.
+        Either way the session is signed out."""
         self._eval(_REFUSED, session_id, int(invalid))
 
     def receive_flow(self, session_id: str, poll_token: str, authorization: str) -> str | None:
@@ -265,11 +267,12 @@ class UiSessions:
         """End the caller's check of the flow's credentials without a sign-in: ``refused``
         forgets the flow, otherwise they stay for the next poll. A refused flow's credential
         is recorded to delete, for the caller to delete now — unless ``invalid`` (Nextcloud
-        answered 401: its app password is no more), when the record forgets it too: another
-        refusal (a 403, a 404, an answer in no known shape) does not say the app password is
-        gone. Whether the claim was still there (``False``: the sign-in was cancelled or
+        answered 401: revoked, or its login password expired), when the record keeps it for
+        one more delete a day later, as :meth:`refused` does, and the caller deletes nothing
+        now: another refusal (a 403, a 404, an answer in no known shape) does not say the app
+        password is gone. Whether the claim was still there (``False``: the sign-in was cancelled or
         replaced meanwhile, nothing changed)."""
-        fate = "keep" if not refused else "forget" if invalid else "revoke"
+        fate = "keep" if not refused else "refused" if invalid else "revoke"
         return bool(self._eval(_RELEASE, session_id, claim, fate, _RETRY_MS, *FLOW_FIELDS))
 
     def end_flow(self, session_id: str, **fields: str) -> str | None:

@@ -1109,14 +1109,13 @@ def test_a_session_whose_app_password_nextcloud_revoked_reads_signed_out(
     ``cloud/user`` (one request, within ``CONFIRM_SECONDS``; its answer stands when none
     comes) and, refused, signs the session out as a ``/v1/`` call's 401 does: the same
     session, not signed in — whichever of the two noticed first. Refused with 401, the app
-    password is no more: the step that signs the session out also forgets its entry in the
-    record of those to delete. It stayed there, and beat's sweep sent its delete, signed in
-    with it: one more login Nextcloud refused from ncindex's own address, counted by its
-    brute-force protection against every login ncindex makes (nextcloud/server
+    password is revoked or its stored login password expired (nothing tells them apart, and
+    the latter revives at the user's next login: the next test): the step that signs the
+    session out keeps its entry for one more delete a day later, not every minute — each is
+    one more login Nextcloud refuses from ncindex's own address, counted by its brute-force
+    protection against every login ncindex makes (nextcloud/server
     ``lib/private/User/Session.php`` ``logClientIn`` → ``handleLoginFailed`` →
-    ``Throttler::registerAttempt``). The sweep now sends nothing."""
-    from ncindex.web.revocations import revocations
-
+    ``Throttler::registerAttempt``) — and that delete's 401 forgets it."""
     sim, client = stack.sim, stack.search.application.test_client()
     sign_in_with_flow(stack, client, "bob")
     asked = sim.request_count("ocs")
@@ -1144,14 +1143,65 @@ def test_a_session_whose_app_password_nextcloud_revoked_reads_signed_out(
     assert after["sign_in_ended"] is False  # said once
     assert sim.request_count("ocs") == asked  # signed out: nothing to confirm
     assert client.get("/v1/folders").status_code == 401
-    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 0  # forgotten
-    assert stack.services.redis.hlen(stack.settings.names.ui_revoke_owner) == 0
-    assert stack.services.redis.hlen(stack.settings.names.ui_revoke_user) == 0
-    deletes = sim.request_count("ocs", "DELETE")
-    due_now(stack)
-    assert revocations(stack.services).sweep() == 0
-    assert sim.request_count("ocs", "DELETE") == deletes  # no login of ncindex's refused
+    refused_once_then_forgotten(stack, stack.settings.names.ui_revoke_user)
     assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+
+
+def refused_once_then_forgotten(stack: Stack, users: str) -> None:
+    """The one entry of the record, whose credential Nextcloud answered 401, is kept ownerless
+    and due :data:`~ncindex.web.revocations.REFUSED_RETRY_SECONDS` later (nothing sent before);
+    then the sweep's delete, answered 401 again, forgets it: one DELETE."""
+    from ncindex.web.revocations import REFUSED_RETRY_SECONDS, RETRY_SECONDS, revocations
+
+    names, redis_ = stack.settings.names, stack.services.redis
+    ((_, due),) = redis_.zrange(names.ui_revoke, 0, -1, withscores=True)
+    now_ms = redis_.time()[0] * 1000
+    assert due > now_ms + (REFUSED_RETRY_SECONDS - RETRY_SECONDS) * 1000  # a day later
+    assert redis_.hlen(names.ui_revoke_owner) == 0
+    deletes = stack.sim.request_count("ocs", "DELETE")
+    assert revocations(stack.services).sweep() == 0  # not due: nothing sent
+    due_now(stack)
+    assert revocations(stack.services).sweep() == 0  # refused again
+    assert stack.sim.request_count("ocs", "DELETE") == deletes + 1
+    assert redis_.zcard(names.ui_revoke) == 0 and redis_.hlen(users) == 0  # forgotten
+
+
+@pytest.mark.parametrize("noticed_by", ["/ui/session", "/v1/folders", "/ui/logout"])
+def test_an_app_password_whose_login_password_expired_is_deleted_once_revived(
+    stack: Stack, noticed_by: str
+) -> None:
+    """bob signed in with a Login Flow, then his password changed outside Nextcloud (LDAP):
+    Nextcloud marks that app password's stored login password invalid (nextcloud/server
+    ``Session::checkTokenCredentials`` → ``PublicKeyTokenProvider::markPasswordInvalid``) and
+    answers it 401 as a revoked one (``checkToken`` throws ``TokenPasswordExpiredException``,
+    which ``logClientIn`` turns into a plain refusal: OCS 997). ncindex forgot its entry as a
+    revoked one's, and his next Login Flow (``LoginFlowV2Service::flowDone`` →
+    ``generateToken`` → ``updatePasswords``: ``setPasswordInvalid(false)``) revived it: an
+    app password nobody holds, for good (failed on main: the entry was gone, the sweep
+    deleted nothing). Nothing tells the two 401s apart, so the entry is kept for one more
+    delete a day later, which now deletes it. So for a sign-out whose delete is answered
+    401 (``/ui/logout``)."""
+    from ncindex.web.revocations import revocations
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = sign_in_with_flow(stack, client, "bob")["csrf"]
+    made = flow_password(stack, "bob")
+    sim.expire_app_password("bob", made)
+    if noticed_by == "/ui/session":
+        assert session(client)["sign_in_ended"] is True
+    elif noticed_by == "/ui/logout":
+        out = client.post("/ui/logout", headers={CSRF_HEADER: csrf})
+        assert out.get_json() == {"app_password_deleted": False}
+    else:
+        assert client.get("/v1/folders").status_code == 401
+    assert session(client)["user"] is None  # signed out
+    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 1  # kept
+    sign_in_with_flow(stack, client, "bob")  # revives it
+    assert made in sim.tree.user("bob").passwords
+    due_now(stack)
+    assert revocations(stack.services).sweep() == 1
+    assert made not in sim.tree.user("bob").passwords
+    assert len(sim.tree.user("bob").passwords) == 2  # his own, and the new flow's
 
 
 def test_a_session_signed_out_by_another_refusal_has_its_app_password_deleted(

@@ -85,3 +85,28 @@ def test_an_app_password_signed_in_as_a_bearer_token_deletes_itself(
         assert anon.get("/ocs/v2.php/cloud/user", headers=bearer).status_code == 401
     assert not sim.check_password("alice", "alice-bearer-token")
     assert sim.check_password("alice", PASSWORDS["alice"])
+
+
+def test_an_app_password_whose_login_password_expired_is_refused_until_a_login_flow(
+    sim: NextcloudSimulator, server: SimulatorServer
+) -> None:
+    """An app password whose stored login password no longer checks (nextcloud/server
+    ``Session::checkTokenCredentials`` → ``PublicKeyTokenProvider::markPasswordInvalid``)
+    stays, but OCS answers it 401 997 as a revoked one's, WebDAV 401, and its delete 401;
+    the user's next Login Flow (``LoginFlowV2Service::flowDone`` → ``generateToken`` →
+    ``updatePasswords``) revives it, and it deletes itself."""
+    sim.add_app_password("alice", "alice-expiring-app-pw")
+    sim.expire_app_password("alice", "alice-expiring-app-pw")
+    auth = ("alice", "alice-expiring-app-pw")
+    with httpx.Client(base_url=server.url, auth=auth) as expired:
+        refused = expired.get("/ocs/v2.php/cloud/user", headers=OCS)
+        assert refused.status_code == 401
+        assert refused.json()["ocs"]["meta"]["statuscode"] == 997
+        assert expired.request("PROPFIND", "/remote.php/dav/files/alice/").status_code == 401
+        assert expired.delete("/ocs/v2.php/core/apppassword", headers=OCS).status_code == 401
+        assert "alice-expiring-app-pw" in sim.tree.user("alice").passwords  # kept
+        login = expired.post("/index.php/login/v2", auth=None).json()["login"]
+        assert sim.app_state["login_flows"].approve(login, "alice", PASSWORDS["alice"])
+        assert expired.get("/ocs/v2.php/cloud/user", headers=OCS).status_code == 200
+        assert expired.delete("/ocs/v2.php/core/apppassword", headers=OCS).status_code == 200
+    assert "alice-expiring-app-pw" not in sim.tree.user("alice").passwords
