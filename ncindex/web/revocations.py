@@ -96,8 +96,8 @@ for its one more delete, seconds: a day, so that an app password whose stored lo
 expired — revived by the user's next Login Flow or web login — is deleted once they signed in
 again, while a revoked one's last try, one more refused login from ncindex's address, falls
 outside the 12 hours over which Nextcloud's brute-force protection counts the first
-(nextcloud/server ``lib/private/Security/Bruteforce/Throttler.php``: attempts of the last
-12 hours; the cut-off is a *guess* of the current code's, read in older releases)."""
+(nextcloud/server ``lib/private/Security/Bruteforce/Throttler.php`` ``getAttempts``,
+``$maxAgeHours = 12``, which ``getDelay`` uses; read at 05fc7308, newer releases not read)."""
 REFUSED_MARK = "#401"
 """Appended to a credential, the field of :attr:`~ncindex.names.Names.ui_revoke_user` that
 says Nextcloud answered it 401 once already (:meth:`Revocations.delete`): a credential, a
