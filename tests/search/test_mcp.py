@@ -11,7 +11,6 @@ import contextlib
 import itertools
 import json
 import re
-import time
 import unicodedata
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -1339,19 +1338,16 @@ def test_a_search_tool_asks_once_about_a_cached_credential_nextcloud_does_not_an
 def test_a_search_tool_nextcloud_does_not_answer_waits_for_it_once(api: Api) -> None:
     """bob's credential is cached, then Nextcloud stops answering. His search tool's checks
     (one WebDAV ``SEARCH``) timed out (``settings.http_timeout``; its results kept
-    unconfirmed), and then the cached credential's confirmation (OCS ``cloud/user``) waited
-    ``CONFIRM_SECONDS`` more for an answer that was never coming. The gate's client, made for
-    the one HTTP request carrying the tool call, now stops at its first request without an
-    answer: the confirmation is not sent (its answer stands, as when none comes). The faults
-    count the requests that reached Nextcloud."""
-    from ncindex.nextcloud.client import CONFIRM_SECONDS
-
+    unconfirmed), and then the cached credential's confirmation (OCS ``cloud/user``) is
+    asked once (``CONFIRM_SECONDS``; a part of Nextcloud stalled before its login check would
+    refuse nothing else) and gets no answer: the answer stands. The gate's client, made for
+    the one HTTP request carrying the tool call, stops each family at its first request
+    without an answer, so nothing else is sent (the tool confirms in the search and after it:
+    asked once). The faults count the requests that reached Nextcloud."""
     faults: dict[str, Any] = {}
-    took: list[float] = []
 
     def stall() -> None:
         faults.update({f: api.sim.faults.set(f, timeout=True, times=10) for f in STALLED})
-        took.append(time.monotonic())
 
     try:
         first, stalled = revoked_while_cached(
@@ -1359,13 +1355,11 @@ def test_a_search_tool_nextcloud_does_not_answer_waits_for_it_once(api: Api) -> 
         )
     finally:
         api.sim.faults.clear()
-    took.append(time.monotonic() - took.pop())
     assert not first.is_error and not stalled.is_error, stalled.content
     answer = stalled.structured_content
     assert answer["results"] and answer["verification"]["errors"] >= 1, answer["verification"]
     reached = {family: 10 - (fault.times or 0) for family, fault in faults.items()}
-    assert reached == {"webdav": 0, "dav-search": 1, "notes": 0, "ocs": 0}, reached
-    assert took[0] < api.settings.http_timeout + CONFIRM_SECONDS, took  # before: at least that
+    assert reached == {"webdav": 0, "dav-search": 1, "notes": 0, "ocs": 1}, reached
 
 
 @pytest.mark.parametrize("api", [{"http_timeout": 0.5, "user_cache_seconds": 60}], indirect=True)
