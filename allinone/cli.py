@@ -1373,12 +1373,15 @@ def _describe(report: object) -> str:
         line += f"; guard {report.guard}"
     if report.forbidden:
         line += f"; {counted(report.forbidden, 'folder')} not readable (403), skipped"
+    if report.outdated:
+        line += f"; {counted(report.outdated, 'document')} read by an older extraction"
     if report.applied:
         line += f"; enqueued {report.enqueued}"
         if report.coalesced:
             line += f" ({report.coalesced} already pending)"
     else:
-        line += f"; would enqueue {len(report.index) + len(report.remove)} (dry run)"
+        would = len(report.index) + len(report.reread) + len(report.remove)
+        line += f"; would enqueue {would} (dry run)"
     return line
 
 

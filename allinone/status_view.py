@@ -112,6 +112,17 @@ def analyzer_lines(analyzer: dict[str, Any] | None) -> list[str]:
     return [f"analyzer: {analyzer['current']} ({shown} sampled, all current)"]
 
 
+def extraction_lines(outdated: int | None) -> list[str]:
+    """The line of the documents the last scans found read by an older extraction
+    (``outdated_extraction`` of :func:`~ncindex.sync.status.collect_status`): being read
+    again, ``reconcile_page_requests`` per user and doc type at a time; none when there are
+    none."""
+    if not outdated:
+        return []
+    shown = counted(outdated, "document")
+    return [f"extraction: {shown} read by an older extractor, being read again by the scans"]
+
+
 def reindex_lines(reindex: dict[str, Any] | None, now: float) -> list[str]:
     """The line of a reindex step under way or failed (``data["reindex"]`` of
     :func:`~ncindex.sync.status.collect_status`) at Unix time ``now``: what is rebuilt, since
@@ -269,6 +280,7 @@ def render(data: dict[str, Any]) -> Group:
         f"failing {total['failing']}",
         *(f"\n{line}" for line in optimizer_lines(data.get("store", {}), time.time())),
         *(f"\n{line}" for line in analyzer_lines(data.get("analyzer"))),
+        *(f"\n{line}" for line in extraction_lines(data.get("outdated_extraction"))),
         *((f"\n{line}", "yellow") for line in reindex_lines(data.get("reindex"), time.time())),
         *(
             (f"\n{line}", "yellow")

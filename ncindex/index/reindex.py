@@ -74,6 +74,8 @@ COMPARED_FIELDS = (
     "etag",
     "modified_at",
     "analyzer",
+    "extractor",
+    "extractor_version",
 )
 
 

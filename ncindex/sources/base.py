@@ -356,6 +356,10 @@ class Source(ABC):
     #: ``lastUpdate``, which ``MetaService::updateIfNeeded`` moves to now on a change);
     #: otherwise one document on two pages is one listed at two paths, and keeps both
     relists_changed: ClassVar[bool] = False
+    #: whether its documents' text is made by :func:`ncindex.text.extract.extract_text`, their
+    #: payload naming the format and its extraction's version (:mod:`ncindex.text.versions`):
+    #: a reconcile scan then re-reads those an older extraction read (files, News items)
+    extracts: ClassVar[bool] = False
 
     @abstractmethod
     def list(

@@ -53,6 +53,7 @@ from ncindex.sources.eligibility import Eligibility, classify
 from ncindex.sources.nodes import VerifiedByWebDav
 from ncindex.text.extract import extract_text
 from ncindex.text.ocr import ocr_from_settings
+from ncindex.text.versions import extraction_fields, outdated
 
 UNSETTLED = "unsettled "
 """The prefix of the etag kept for a folder on an external storage or a federated share
@@ -86,6 +87,7 @@ class FileSource(VerifiedByWebDav, Source):
     node = True
     ruled = True
     title_from_path = True
+    extracts = True
 
     def list(
         self,
@@ -312,16 +314,19 @@ class FileSource(VerifiedByWebDav, Source):
         current: dict[str, Any] | None,
         entry: DavEntry | None = None,
     ) -> Fetched:
-        """Download ``entry`` (``doc`` ``None`` when the stored etag is its etag) and extract
-        its text. Raises :class:`~ncindex.errors.TooLarge` (over ``max_download_bytes``,
-        judged from the WebDAV size before any download), ``ExtractionError``,
+        """Download ``entry`` (``doc`` ``None`` when the stored etag is its etag and its text
+        was read by its format's extraction of now: :func:`~ncindex.text.versions.outdated`)
+        and extract its text; the document's ``extra`` names the format read and its
+        extraction's version (:func:`~ncindex.text.versions.extraction_fields`). Raises
+        :class:`~ncindex.errors.TooLarge` (over ``max_download_bytes``, judged from the WebDAV
+        size before any download), ``ExtractionError``,
         :class:`FileGone` (a 404 on download and gone by id), ``Forbidden`` (a 404 on
         download while listed unreadable: Sabre's ``File::get``; or a 403) and
         :class:`~ncindex.errors.StaleEntry` (retryable: a body of another length than
         listed, or a 404 for a file that has moved)."""
         if entry is None:
             raise ValueError("a file is fetched with its WebDAV entry")
-        if current and current.get("etag") == entry.etag:
+        if current and current.get("etag") == entry.etag and not stored_outdated(current, entry):
             return Fetched(None)
         settings = ctx.settings
         limit = settings.max_download_bytes
@@ -371,6 +376,7 @@ class FileSource(VerifiedByWebDav, Source):
                 tags=entry.tags,
                 markdown=extracted.markdown,
                 truncated=extracted.truncated,
+                extra=extraction_fields(extracted.format),
             )
         )
 
@@ -379,6 +385,18 @@ class FileSource(VerifiedByWebDav, Source):
     ) -> str | None:
         """Format, MIME list, path globs and tags (:meth:`Eligibility.file_reason`)."""
         return rules.file_reason(path, mime_type, tags)
+
+
+def stored_outdated(current: Mapping[str, Any], entry: DavEntry) -> bool:
+    """Whether the stored payload ``current`` of the file looked up as ``entry`` was read by
+    an older extraction than its format's now (:func:`~ncindex.text.versions.outdated`; a
+    payload without the fields: the format its stored MIME type and ``entry``'s name give)."""
+    return outdated(
+        current.get("extractor"),
+        current.get("extractor_version"),
+        current.get("mime_type"),
+        entry.path,
+    )
 
 
 SOURCE = FileSource()

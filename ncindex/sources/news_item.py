@@ -8,7 +8,8 @@ with ``type=0&id=<feed>&batchSize=-1``. Item ids are per user (each user's row),
 
 Text: ``"{title}\\n\\n{body as text}"`` (:func:`~ncindex.documents.titled_text`, the HTML body
 through :func:`extract_text`); payload
-extras ``feed_id`` (a string: keyword-indexed) and ``url``; ``etag`` is
+extras ``feed_id`` (a string: keyword-indexed), ``url`` and the HTML extraction's version
+(:mod:`ncindex.text.versions`: a scan re-reads an item read by an older one); ``etag`` is
 ``"{lastModified}-{contentHash}"`` (read and star changes bump ``lastModified``; the content
 hash keeps the text from being embedded again). News has no webhooks: the scan lists every
 item of every feed in one request.
@@ -36,7 +37,8 @@ from ncindex.sources.base import (
     Verdict,
     listed_id,
 )
-from ncindex.text.extract import extract_text
+from ncindex.text.extract import HTML, extract_text
+from ncindex.text.versions import extraction_fields
 
 log = structlog.get_logger(__name__)
 
@@ -87,7 +89,8 @@ def item_document(user: str, item: dict[str, Any], max_chars: int) -> SourceDocu
         modified_at=item_modified(item),
         mime_type="text/html",
         url=str(item["url"]) if item.get("url") else None,
-        extra={"feed_id": str(feed_id)},
+        # its body is read as HTML (an empty one too: nothing a newer reading would improve)
+        extra={"feed_id": str(feed_id)} | extraction_fields(HTML),
     )
 
 
@@ -96,6 +99,7 @@ class NewsItemSource(Source):
 
     doc_type: ClassVar[DocType] = DocType.NEWS_ITEM
     app = "news"
+    extracts = True
 
     def list(
         self,

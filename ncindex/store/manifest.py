@@ -1,11 +1,12 @@
 """The index manifest: what the vector store holds for one user and doc type (DESIGN §7).
 
 Reconciliation compares a source listing with this manifest. It is read with one filtered
-scroll of payloads only (no vectors): ``doc_key``, ``etag``, ``acl`` and ``paths`` of the first
-chunk of every document whose ``acl`` names the user. Reading the first chunk only gives one
-record per document; while a new version is being written beside the old one a document may
-briefly show two first chunks, and then its etag is reported as unknown (``None``), which makes
-the scan re-check it — harmless, since every task re-reads Nextcloud.
+scroll of payloads only (no vectors): ``doc_key``, ``etag``, ``acl``, ``paths`` and the other
+:data:`MANIFEST_FIELDS` of the first chunk of every document whose ``acl`` names the user.
+Reading the first chunk only gives one record per document; while a new version is being
+written beside the old one a document may briefly show two first chunks, and then its etag is
+reported as unknown (``None``), which makes the scan re-check it — harmless, since every task
+re-reads Nextcloud.
 """
 
 from __future__ import annotations
@@ -19,7 +20,17 @@ from ncindex.documents import DocType
 from ncindex.store.port import VectorStore
 from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
 
-MANIFEST_FIELDS = ("doc_key", "etag", "acl", "paths", "tags", "indexed_at")
+MANIFEST_FIELDS = (
+    "doc_key",
+    "etag",
+    "acl",
+    "paths",
+    "tags",
+    "indexed_at",
+    "mime_type",
+    "extractor",
+    "extractor_version",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +38,9 @@ class ManifestEntry:
     """One indexed document as the store knows it: ``doc_id``, ``etag`` (``None`` when two
     versions disagree), ``acl`` principals and ``path``, the document's path in the user's
     view (``None`` for types without paths), ``tags`` the system tags it was indexed with,
-    ``indexed_at`` when that version was written (Unix seconds; ``None`` if not recorded)."""
+    ``indexed_at`` when that version was written (Unix seconds; ``None`` if not recorded);
+    ``mime_type``, ``extractor`` and ``extractor_version`` as its payload has them (``None``
+    when absent: :mod:`ncindex.text.versions` reads them)."""
 
     doc_id: str
     etag: str | None
@@ -35,6 +48,9 @@ class ManifestEntry:
     path: str | None
     tags: tuple[str, ...] = ()
     indexed_at: int | None = None
+    mime_type: str | None = None
+    extractor: str | None = None
+    extractor_version: int | None = None
 
 
 def manifest_filter(user: str, doc_type: DocType) -> models.Filter:
@@ -64,6 +80,9 @@ def load_manifest(store: VectorStore, user: str, doc_type: DocType) -> dict[str,
             path=paths.get(user),
             tags=tuple(str(t) for t in payload.get("tags") or ()),
             indexed_at=_int_or_none(payload.get("indexed_at")),
+            mime_type=_str_or_none(payload.get("mime_type")),
+            extractor=_str_or_none(payload.get("extractor")),
+            extractor_version=_int_or_none(payload.get("extractor_version")),
         )
     return out
 
@@ -73,3 +92,8 @@ def _int_or_none(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return int(value)
+
+
+def _str_or_none(value: object) -> str | None:
+    """``value`` when it is a string, else ``None``."""
+    return value if isinstance(value, str) else None

@@ -54,6 +54,13 @@ nothing of the user's is indexed any more their first indexing starts again
 listed at two paths (a file inside two nested shares) counts as moved only when the index holds
 neither.
 
+A document indexed by an older extraction of its format (:mod:`ncindex.text.versions`: a
+release that reads e-mails, PDFs or HTML better bumps their number) is sent to be read again
+whatever its etag, as long as the listing finds it or skips the folder above it unchanged, at
+most ``reconcile_page_requests`` of them in flight per user and doc type
+(:meth:`Reconciler._outdated`): an upgrade re-reads the files it improves over a few scans,
+not all at once, and the other files not at all.
+
 Redis holds only what can be rebuilt (:class:`ScanState`): folder etags and ``pruneBefore``
 (losing them costs one full listing), the missing-since times (losing them restarts the grace
 period), the folders a file scan skipped because their storage could not be reached (losing them
@@ -117,6 +124,7 @@ from ncindex.store.manifest import ManifestEntry, load_manifest
 from ncindex.store.queries import acl_condition, document_counts, first_chunks
 from ncindex.strict_json import finite_float
 from ncindex.sync.deleted import Deleted, check_deleted
+from ncindex.text.versions import outdated
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
@@ -124,7 +132,12 @@ _T = TypeVar("_T")
 """Redis hash ``"{user}:{doc_type}"`` → JSON summary of the last scan (``ncindex status``)."""
 RETRY_UNINDEXABLE_SECONDS = 86_400
 """A document listed but not indexed after a task was sent for its version is sent again
-after this long (or as soon as its etag changes)."""
+after this long (or as soon as its etag changes); so is a document sent to be read again by a
+newer extraction that is still outdated (:meth:`Reconciler._outdated`)."""
+REREAD = "extractor "
+"""The prefix of the version noted in the tried versions (:meth:`ScanState.tried`) of a
+document sent to be read again by a newer extraction: no etag begins so (an entity-tag holds
+no space, RFC 9110 §8.8.3), so it never stands for a version a listing shows."""
 
 
 # --- reports -------------------------------------------------------------------------------
@@ -197,6 +210,13 @@ class ScanReport:
     user_deleted: str | None = None
     #: documents changed when the user was found deleted and forgotten
     forgotten: int = 0
+    #: indexed documents an older extraction read (:mod:`ncindex.text.versions`), listed or
+    #: below a skipped folder, those ``reread`` sends now included
+    outdated: int = 0
+    #: the ``outdated`` ones sent to be read again now (reason ``extractor``): at most
+    #: ``reconcile_page_requests`` in flight (sent by a scan within
+    #: :data:`RETRY_UNINDEXABLE_SECONDS` and still outdated) per user and doc type
+    reread: list[Change] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -214,7 +234,7 @@ class ScanReport:
     def counts(self) -> dict[str, int]:
         """Changes by reason, plus ``waiting`` and ``held``."""
         out: dict[str, int] = {}
-        for change in self.index + self.remove:
+        for change in self.index + self.remove + self.reread:
             out[change.reason] = out.get(change.reason, 0) + 1
         out["waiting"] = len(self.waiting)
         out["held"] = len(self.held)
@@ -245,12 +265,13 @@ class ScanReport:
             "partial": self.partial,
             "user_deleted": self.user_deleted,
             "forgotten": self.forgotten,
+            "outdated": self.outdated,
         }
 
     def to_json(self) -> dict[str, Any]:
         """The summary plus every change (for ``ncindex reconcile``)."""
         out = self.summary()
-        for name in ("index", "remove", "waiting", "held", "unindexable"):
+        for name in ("index", "remove", "waiting", "held", "unindexable", "reread"):
             out[name] = [asdict(c) for c in getattr(self, name)]
         return out
 
@@ -709,10 +730,10 @@ class Reconciler:
         report.listed = len(listing.docs)
         report.forbidden = len(listing.forbidden)
         report.unreachable = len(listing.unreachable)
-        tried = self._compare(report, listing, manifest, state, apply, tags)
+        tried = self._compare(report, listing, manifest, state, apply, tags, source.extracts)
         if apply:
             report.enqueued, report.coalesced = self._enqueue(
-                user, report.index + report.remove, doc_type
+                user, report.index + report.reread + report.remove, doc_type
             )
             # only once they are queued: a failed publish must not mark them tried
             state.set_tried(tried)
@@ -826,9 +847,12 @@ class Reconciler:
         state: ScanState,
         apply: bool,
         tags: TagState | None = None,
+        extracts: bool = False,
     ) -> dict[str, tuple[str, float]]:
         """Fill ``report`` from ``listing`` against ``manifest``; returns the versions an index
         task is sent for now or was before (for :meth:`ScanState.set_tried`, once queued).
+        With ``extracts`` (the source's :attr:`~ncindex.sources.base.Source.extracts`), the
+        documents an older extraction read are sent too (:meth:`_outdated`).
         With ``tags`` (tag rules set), an indexed document whose gate or excluded tags differ
         from its payload ``tags`` is re-checked (reason ``tags``), and a version tried before
         counts as another one once its tags change."""
@@ -897,7 +921,57 @@ class Reconciler:
                 if i in manifest and (i in listing.docs or listing.covers(manifest[i].path))
             )
         self._guard(report, listing, manifest, state, apply)
+        if extracts:
+            self._outdated(report, listing, manifest, tried_before, tried, now)
         return tried
+
+    def _outdated(
+        self,
+        report: ScanReport,
+        listing: Listing,
+        manifest: dict[str, ManifestEntry],
+        tried_before: dict[str, tuple[str, float]],
+        tried: dict[str, tuple[str, float]],
+        now: float,
+    ) -> None:
+        """Send the indexed documents an older extraction read to be read again
+        (``report.reread``, reason ``extractor``; :func:`~ncindex.text.versions.outdated`),
+        whatever their etags say: those the listing found unchanged or left below a skipped
+        folder, not those it misses (judged missing), nor those below a folder whose storage
+        does not answer, nor those already sent for another reason. Paced: a document sent is
+        noted in ``tried`` (``"extractor <etag>"``, with the time) and not sent again for
+        :data:`RETRY_UNINDEXABLE_SECONDS` while it stays outdated (its task still queued, or
+        failed); at most ``reconcile_page_requests`` are in flight per user and doc type
+        (each costs Nextcloud a look-up by id and a download: about as much as a page of the
+        listing), the longest indexed first. A scan of a release that bumped a format thus
+        re-reads that many documents of the user, and the next scans the rest. ``tried`` is
+        :meth:`_compare`'s, written once the tasks are queued."""
+        busy = {c.doc_id for c in report.index + report.remove + report.waiting + report.held}
+        held = 0
+        due: list[tuple[int, str, ManifestEntry]] = []
+        for doc_id, entry in manifest.items():
+            if doc_id in busy or not outdated(
+                entry.extractor, entry.extractor_version, entry.mime_type, entry.path
+            ):
+                continue
+            if doc_id not in listing.docs and (
+                entry.path is None
+                or not listing.covers(entry.path)
+                or any(folder in listing.unreachable for folder in ancestors(entry.path))
+            ):
+                continue
+            report.outdated += 1
+            mark = f"{REREAD}{entry.etag or ''}"
+            etag, at = tried_before.get(doc_id, (None, 0.0))
+            if etag == mark and now - at < RETRY_UNINDEXABLE_SECONDS:
+                tried[doc_id] = (etag, at)
+                held += 1
+                continue
+            due.append((entry.indexed_at or 0, doc_id, entry))
+        room = max(0, self.settings.reconcile_page_requests - held)
+        for _, doc_id, entry in sorted(due)[:room]:
+            report.reread.append(Change(doc_id, "extractor", entry.path, entry.path))
+            tried[doc_id] = (f"{REREAD}{entry.etag or ''}", now)
 
     def _guard(
         self,

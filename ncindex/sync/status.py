@@ -236,11 +236,14 @@ def collect_status(
     with ``store``), ``total`` (pending, dead letter, failing, rates over the last
     :data:`~ncindex.progress.RATE_SECONDS` and the ETA of the whole backlog), ``workers`` (the
     names that answered a ping, as given; ``None``: not asked), ``analyzer``
-    (:func:`analyzer_status`; ``None`` without ``store``), ``reindex`` (:func:`reindex_status`:
-    a rebuild under way or failed), ``index_rebuilds`` (payload indexes being made again:
-    :meth:`~ncindex.progress.IndexRebuilds.entries`), ``other_namespaces`` (when this one holds
-    no scan and no worker answered, what ``others`` answers — default :func:`other_namespaces`,
-    a SCAN of the keyspace, which ``ncindex status --watch`` keeps for a minute — else empty).
+    (:func:`analyzer_status`; ``None`` without ``store``), ``outdated_extraction`` (the
+    documents the last scans found read by an older extraction than their format's now, all
+    users and doc types: :mod:`ncindex.text.versions`; being read again), ``reindex``
+    (:func:`reindex_status`: a rebuild under way or failed), ``index_rebuilds`` (payload
+    indexes being made again: :meth:`~ncindex.progress.IndexRebuilds.entries`),
+    ``other_namespaces`` (when this one holds no scan and no worker answered, what ``others``
+    answers — default :func:`other_namespaces`, a SCAN of the keyspace, which ``ncindex status
+    --watch`` keeps for a minute — else empty).
     With ``workers`` empty (asked, and none answered) every ETA is ``None``: the rates measured
     before say nothing of when a backlog nobody works on ends (they showed "ETA 42 s" a minute
     after the last worker was killed)."""
@@ -277,6 +280,7 @@ def collect_status(
             "eta_seconds": total_eta,
         },
         "analyzer": None if store is None else analyzer_status(store),
+        "outdated_extraction": sum(int(s.get("outdated") or 0) for s in scans.values()),
         "reindex": reindex_status(client, keys, now),
         "index_rebuilds": IndexRebuilds(client, keys).entries(),
     }

@@ -164,14 +164,18 @@ _LIGATURES = str.maketrans(
 class ExtractedText:
     """Text extracted from one document.
 
-    ``text`` is at most ``max_chars`` characters; ``markdown`` tells the chunker to split on
-    markdown structure; ``pages`` is the document's count of pages (PDF, image frames),
-    slides, sheets or ``None``; ``truncated`` is true when a bound (bytes, pages, rows,
-    characters, time) cut the text short or part of the document could not be read (a PDF
-    page or form pypdf raises on, a DOCX part after the body that does not parse).
+    ``text`` is at most ``max_chars`` characters; ``format`` is the format it was read as (a
+    format name above: the bytes' own when they carry a signature, :func:`sniff_format`; its
+    extraction's version is :data:`ncindex.text.versions.EXTRACTOR_VERSIONS`'s); ``markdown``
+    tells the chunker to split on markdown structure; ``pages`` is the document's count of
+    pages (PDF, image frames), slides, sheets or ``None``; ``truncated`` is true when a bound
+    (bytes, pages, rows, characters, time) cut the text short or part of the document could
+    not be read (a PDF page or form pypdf raises on, a DOCX part after the body that does not
+    parse).
     """
 
     text: str
+    format: str
     markdown: bool
     pages: int | None
     truncated: bool
@@ -310,13 +314,13 @@ def extract_text(
     if not data:
         # an empty file — a placeholder, an upload that never finished — has no text, whatever
         # its format: it is indexed as no text (skipped as no_text), not parked as unreadable
-        return ExtractedText(text="", markdown=False, pages=None, truncated=False)
+        return ExtractedText(text="", format=fmt, markdown=False, pages=None, truncated=False)
     fmt = sniff_format(data) or fmt
     if fmt in OCR_FORMATS and ocr is None:
         raise ExtractionError(f"OCR is off: {filename!r} is an image ({mime_type!r})")
     if fmt in (TEXT, MARKDOWN):
         text, cut = decode_text(data, _charset(mime_type), max_chars)
-        return _result(text, max_chars, markdown=fmt == MARKDOWN, pages=None, truncated=cut)
+        return _result(text, max_chars, fmt, markdown=fmt == MARKDOWN, pages=None, truncated=cut)
     if fmt in _ZIPPED:
         _check_zip(data, max_unzipped_bytes)
     blocks = Blocks(max_chars, max_seconds)
@@ -331,7 +335,7 @@ def extract_text(
             raise exc.__cause__ from None
         raise
     return _result(
-        blocks.text(), max_chars, markdown=markdown, pages=pages, truncated=blocks.truncated
+        blocks.text(), max_chars, fmt, markdown=markdown, pages=pages, truncated=blocks.truncated
     )
 
 
@@ -499,12 +503,12 @@ def normalize_text(text: str) -> str:
 
 
 def _result(
-    text: str, max_chars: int, *, markdown: bool, pages: int | None, truncated: bool
+    text: str, max_chars: int, fmt: str, *, markdown: bool, pages: int | None, truncated: bool
 ) -> ExtractedText:
     text = normalize_text(text)
     if len(text) > max_chars:
         text, truncated = text[:max_chars], True
-    return ExtractedText(text=text, markdown=markdown, pages=pages, truncated=truncated)
+    return ExtractedText(text=text, format=fmt, markdown=markdown, pages=pages, truncated=truncated)
 
 
 # --- zip archives --------------------------------------------------------------------------

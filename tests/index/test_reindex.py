@@ -115,7 +115,9 @@ def test_reindex_builds_switches_back_and_finishes_without_losing_a_write(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     keys = {path: _write(stack, path, text) for path, text in DOCS.items()}
-    wait_until(lambda: all(stack.points(k) for k in keys.values()), 30)
+    stack.sim.put_file("alice", "/Mail/rota.eml", b"Subject: Rota\r\n\r\nThe tide rota.\r\n")
+    letter = f"file:{stack.sim.file_id('alice', '/Mail/rota.eml')}"
+    wait_until(lambda: all(stack.points(k) for k in [*keys.values(), letter]), 30)
     assert stack.search_as("alice", "lighthouse lens")["model"] == PACKAGED_DENSE_MODEL
 
     # 1. Announce the new model: from now on every write is mirrored into it.
@@ -140,6 +142,11 @@ def test_reindex_builds_switches_back_and_finishes_without_losing_a_write(
     assert "live: minilm-cls" in output
     assert f"standby: {LIVE}" in output
     assert _texts(stack, OTHER) == _texts(stack, LIVE)
+    # the copy keeps the extraction's version: a scan after the switch does not read it again
+    copied = stack.services.models.handle(OTHER).store.document_points(letter)
+    assert {(p.payload["extractor"], p.payload["extractor_version"]) for p in copied} == {
+        ("eml", 1)
+    }
     for key in keys.values():
         new, old = _dense(stack, OTHER, key), _dense(stack, LIVE, key)
         assert len(new) == len(old) > 0
