@@ -39,6 +39,11 @@ let cutQuery = null;
 // What of the page's address (its link) the page cannot take, said when the search it asks for
 // is refused (fromUrl, search); null when all of it was taken.
 let linkRefused = null;
+// How much of a value or name from a link the page quotes back (code points): a link can hold
+// thousands, which would fill the status line and be read out whole by a screen reader.
+const QUOTED_CHARS = 60;
+// How many of a link's parameters the page does not read it names, the rest counted.
+const IGNORED_NAMED = 5;
 // Lists, selects, numbers and dates change at every arrow key or typed date part: the search
 // waits until they rest, so that walking through the folder list is one search and one history
 // entry, not one per folder passed.
@@ -242,6 +247,7 @@ function clearSearch() {
   forgetResults();
   $("chips").replaceChildren();
   cutQuery = linkRefused = null;
+  $("link-note").textContent = "";
   if (location.search) history.replaceState(null, "", location.pathname);
 }
 
@@ -479,24 +485,42 @@ function toUrl(push) {
 const LINK_ONCE = ["q", "after", "before", "fusion", "threshold"];
 const LINK_MANY = ["type", "folder", "tag"];
 
+// A value or name of a link as the page quotes it: without bidi controls, its first
+// QUOTED_CHARS code points.
+function quoted(value) {
+  const chars = Array.from(shown(value));
+  return "“" + chars.slice(0, QUOTED_CHARS).join("") + (chars.length > QUOTED_CHARS ? "…" : "") + "”";
+}
+
+// What the page says of a link's parameters it does not read (``names``, in the link's order).
+function ignoredText(names) {
+  const more = names.length > IGNORED_NAMED ? " and " + (names.length - IGNORED_NAMED) + " more" : "";
+  return "Not read from this link (no setting of this page): "
+    + names.slice(0, IGNORED_NAMED).map((name) => quoted(name)).join(", ") + more + ".";
+}
+
 // The form as the page's address says, and in linkRefused what of it the form cannot take,
 // each as the form's own boxes read it: a threshold the number box does not read as a number
 // ("abc": its value sanitization leaves it empty, HTML's input type=number), a date the
-// datetime-local box does not read, a type or fusion the form has no box or option for, a
-// parameter given twice where the form holds one, or one the page does not read (a misspelt
-// "treshold", a "limit": More results asks for longer pages). Left unsaid, the search went
-// out without it: a threshold, a date or a type filter dropped, the results unfiltered.
+// datetime-local box does not read, a type or fusion the form has no box or option for, or a
+// parameter given twice where the form holds one. Left unsaid, the search went out without
+// it: a threshold, a date or a type filter dropped, the results unfiltered. A parameter the
+// page does not read at all is no setting of its search (a "fbclid" or "utm_source" a
+// messenger or mail client adds to a shared link, a misspelt "treshold", a "limit": More
+// results asks for longer pages): the search is made without it, and #link-note names it
+// until the next search of the user's own.
 function fromUrl() {
   const p = new URLSearchParams(location.search);
   const refused = [];
-  const quoted = (value) => "“" + shown(value) + "”";
+  const ignored = [];
   for (const name of new Set(p.keys())) {
     if (!LINK_ONCE.includes(name) && !LINK_MANY.includes(name)) {
-      refused.push(quoted(name) + " is not a setting of this page");
+      ignored.push(name || "=" + p.get(name)); // "?q=lens&=x" names no parameter
     } else if (LINK_ONCE.includes(name) && p.getAll(name).length > 1) {
       refused.push(quoted(name) + " is given " + p.getAll(name).length + " times");
     }
   }
+  $("link-note").textContent = ignored.length ? ignoredText(ignored) : "";
   // a link's query is cut where typing or pasting would stop (the API takes 1000 characters),
   // and said so as a paste cut is; its line breaks are spaces (a one-line box drops them,
   // joining the words on either side)
@@ -577,6 +601,7 @@ async function search(push) {
   const seq = ++searchSeq;
   forgetResults();
   renderChips();
+  if (push) $("link-note").textContent = ""; // a search of the user's own: no link's
   const refuse = (text) => { $("results").replaceChildren(); status(text, true); };
   // the search a link asks for, refused as a box holding what it cannot take is; the form shows
   // what it took, and the next search searches that
@@ -619,8 +644,25 @@ async function search(push) {
   if (seq !== searchSeq) return; // a newer search was started meanwhile
   if (response.status === 401) { signedOut(SIGN_IN_ENDED); return; }
   if (otherSession(response, data)) { followOtherSession(); return; }
-  if (!response.ok) { $("results").replaceChildren(); status(problemText(response, data), true); return; }
+  if (!response.ok) { $("results").replaceChildren(); status(refusedText(body, data) || problemText(response, data), true); return; }
   show(body, data);
+}
+
+// The page's words for the parts of a search (POST /v1/search) whose value a 400 names by its
+// ``field`` ("query", "tags[0]", ncindex/web/problems.py): what a link put in the form and the
+// server alone refuses (a query or folder holding a NUL character, a query of format
+// characters alone) said with the API's detail alone read "contains a NUL character".
+const FIELD_NAMES = {
+  query: "query", doc_types: "type", path_prefixes: "folder", tags: "tag", fusion: "fusion",
+  modified_after: "“Modified after”", modified_before: "“Modified before”", score_threshold: "score threshold",
+};
+// What the page says of a 400 answering ``body`` whose field it knows, "" for any other answer.
+function refusedText(body, data) {
+  const m = data && typeof data.field === "string" && /^(\w+)(?:\[(\d+)\])?$/.exec(data.field);
+  if (!m || !FIELD_NAMES[m[1]] || !data.detail) return "";
+  const values = body[m[1]];
+  const value = m[2] !== undefined && Array.isArray(values) ? " " + quoted(values[Number(m[2])]) : "";
+  return "The search was refused: its " + FIELD_NAMES[m[1]] + value + " " + data.detail + ".";
 }
 
 // "More results": the search on screen asked again as it was sent (not as the form reads now)

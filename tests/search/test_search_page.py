@@ -2115,7 +2115,6 @@ LINK_REFUSED = "This link's search was not made: its "
         ("after=yesterday", "“Modified after” “yesterday” is no date and time"),
         ("before=2026-01-31", "“Modified before” “2026-01-31” is no date and time"),
         ("fusion=max", "fusion “max” is neither rrf nor dbsf"),
-        ("limit=50", "“limit” is not a setting of this page"),
         ("q=lens", "“q” is given 2 times"),
         # the form takes the first, as its chip shows
         ("threshold=0.5&threshold=0.9", "“threshold” is given 2 times"),
@@ -2127,8 +2126,8 @@ def test_a_link_the_form_cannot_take_is_refused_not_searched_without_it(
     """A link's ``threshold=abc`` was dropped without a word: the number box does not read it
     (its value sanitization leaves it empty), and the search went out without a threshold, as
     it did without a type the form has no box for, a date its box does not read, a fusion it
-    has no option for, a second value of what the form holds once, and any parameter the page
-    does not read ("limit"). The link's search is refused, naming what was not taken, as a
+    has no option for, and a second value of what the form holds once. The link's search is
+    refused, naming what was not taken, as a
     box holding what it cannot take is (no request, no results, no chip of it); the form shows
     what it took, and searching again searches that."""
     context = browser.new_context()
@@ -2183,14 +2182,100 @@ def test_a_link_the_form_takes_whole_is_searched_with_all_of_it(
     expect(page.locator("#chips li")).to_have_count(5)
     page.goto(deployment.url + "/?q=lens&threshold=abc&limit=5&fusion=max")
     expect(page.locator("#status")).to_have_text(
-        LINK_REFUSED + "“limit” is not a setting of this page; its fusion “max” is neither "
-        "rrf nor dbsf; its score threshold “abc” is no number (a share of the best result's "
-        "score, from 0 to 1). Change the search above, or search again without them."
+        LINK_REFUSED + "fusion “max” is neither rrf nor dbsf; its score threshold “abc” is "
+        "no number (a share of the best result's score, from 0 to 1). Change the search "
+        "above, or search again without them."
     )
+    expect(page.locator("#link-note")).to_have_text(IGNORED + "“limit”.")
     expect(page.locator("#advanced")).to_have_attribute("open", "")
     expect(page.locator("#fusion")).to_have_value("")
     page.goto(deployment.url + "/?q=%20%20")
     expect(page.locator("#status")).to_have_text("Type a word to search for.")
+    context.close()
+
+
+IGNORED = "Not read from this link (no setting of this page): "
+
+
+def test_a_link_with_parameters_the_page_does_not_read_is_searched_naming_them(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A shared link gets parameters the page does not read on its way: a messenger's or a
+    mail client's ``fbclid`` or ``utm_source``. The page refused its search for them ("is not a
+    setting of this page"), so whoever followed such a link searched nothing. It searches now
+    with what it reads, and says beside the status line (not in red: nothing went wrong with
+    the search) which parameters it did not read, until the user's next search of their own;
+    a parameter it reads given a value its form cannot take is still refused, the others
+    named beside the refusal. Many are named by their first five, a long name by its first
+    60 characters."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    note = page.locator("#link-note")
+    expect(note).to_be_hidden()
+    link = "/?q=lighthouse%20lens&fbclid=IwAR0x_Yz&type=note&utm_source=whatsapp&utm_medium=m"
+    with page.expect_request("**/v1/search") as request:
+        page.goto(deployment.url + link)
+    body = request.value.post_data_json
+    assert (body["query"], body["doc_types"]) == ("lighthouse lens", ["note"])
+    expect(page.locator("#status")).to_have_text("1 result.")
+    expect(page.locator("#status")).not_to_have_class(re.compile("error"))
+    expect(note).to_have_text(IGNORED + "“fbclid”, “utm_source”, “utm_medium”.")
+    expect(note).to_be_visible()
+    expect(note).to_have_attribute("role", "status")
+    assert page.url.endswith("/?q=lighthouse+lens&type=note")  # the page's own address
+    with page.expect_request("**/v1/search"):
+        page.locator("#q").press("Enter")
+    expect(page.locator("#status")).to_have_text("1 result.")
+    expect(note).to_be_hidden()
+
+    names = ["n" * 70, "b", "c", "d", "e", "f", "g"]
+    page.goto(deployment.url + "/?q=lens&" + "&".join(f"{name}=1" for name in names))
+    expect(page.locator("#status")).to_have_text(re.compile(r"^\d+ results?\.$"))
+    expect(note).to_have_text(IGNORED + "“" + "n" * 60 + "…”, “b”, “c”, “d”, “e” and 2 more.")
+    page.goto(deployment.url + "/?q=lens&threshold=abc&utm_source=mail")
+    expect(page.locator("#status")).to_contain_text(LINK_REFUSED + "score threshold “abc”")
+    expect(page.locator("#status")).to_have_class(re.compile("error"))
+    expect(note).to_have_text(IGNORED + "“utm_source”.")
+    context.close()
+
+
+def test_a_links_long_value_is_quoted_by_its_beginning(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A link's threshold of 3,000 characters was quoted whole in the refusal: the status line
+    filled the screen and a screen reader read it all out. Its first 60 characters are quoted,
+    then "…"."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    page.goto(deployment.url + "/?q=lens&threshold=" + "9" * 3000)
+    expect(page.locator("#status")).to_contain_text(
+        LINK_REFUSED + "score threshold “" + "9" * 60 + "…” is no number"
+    )
+    assert len(page.locator("#status").inner_text()) < 250
+    context.close()
+
+
+def test_a_search_the_server_refuses_names_the_part_refused(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A link's query or folder holding a NUL character ("%00"), or a query of format
+    characters alone (a zero-width space), reaches the form (no box refuses them) and is refused
+    by the server (400 invalid_value, its ``field``); the page said the API's detail alone:
+    "contains a NUL character". It names what the detail is about."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    refused = "The search was refused: its "
+    for link, said in [
+        ("q=%00lens", "query contains a NUL character."),
+        ("q=%E2%80%8B", "query must contain a printable non-space character."),
+        ("q=lens&folder=/Projects%00", "folder “/Projects\x00” contains a NUL character."),
+    ]:
+        page.goto(deployment.url + "/?" + link)
+        expect(page.locator("#status")).to_have_text(refused + said)
+        expect(page.locator("#status")).to_have_class(re.compile("error"))
     context.close()
 
 
