@@ -1079,11 +1079,13 @@ function numberedItems(text) {
 // chunk starting inside a block cannot be told: no one knows, the chunk is read alone.)
 // In the prose, an indented code block (§4.4): lines indented four columns or more, the first
 // at the text's start, right after a fenced block's closing line (the prose after it starts
-// with that line's "\n": no paragraph is open there), after a blank line or after a cut's
-// "…\n" — the server keeps a note's indentation only on code lines (a fenced block's, an
-// indented block's), so an indented line after a blank line is code (a list item's indented
-// paragraph too: the server reads no lists).
-const INDENTED_CODE = /(?<=^\n?|\n\n|^…\n) {4}[^\n]*(?:\n\n? {4}[^\n]*)*/g;
+// with that line's "\n": no paragraph is open there), after a blank line, after a cut's
+// "…\n", or after the line a cut started in ("…lamp here\n    more": the cut line was code
+// too, its indentation cut off with its start, or a fence's closing line) — the server keeps a
+// note's indentation only on code lines (a fenced block's, an indented block's), so an
+// indented line after a blank line is code (a list item's indented paragraph too: the server
+// reads no lists).
+const INDENTED_CODE = /(?<=^\n?|\n\n|^…[^\n]*\n) {4}[^\n]*(?:\n\n? {4}[^\n]*)*/g;
 function codeBlocks(text) {
   const parts = [];
   let at = 0;

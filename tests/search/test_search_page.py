@@ -1099,6 +1099,23 @@ def test_a_notes_first_line_and_a_line_after_a_closing_fence_indented_are_code(
     context.close()
 
 
+def test_a_notes_code_line_after_a_first_line_its_window_cut_is_code(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A window starting inside a note's first line of indented code (a long one) cuts off its
+    indentation ("…"); the server keeps the next code line's ("\n    more code": a line after
+    a code line), but the page's INDENTED_CODE wanted a blank line, the text's start or "…\n"
+    before it, and showed that line as prose. An indented line after the line a cut started
+    in is code (the server keeps no other line's indentation)."""
+    note = "    " + "word " * 80 + "lamp here\n    C:\\tmp\\*.log *x*\n\nThen *polish* it."
+    raw = make_snippet(note, "lamp", markdown=True)
+    assert raw.startswith("…") and "here\n    C:" in raw
+    context, page = note_result_page(deployment, browser, raw, "lamp")
+    expect(page.locator("#results .snippet .code-block")).to_have_text(["C:\\tmp\\*.log *x*"])
+    expect(page.locator("#results .snippet")).to_contain_text("Then polish it.")
+    context.close()
+
+
 def test_show_context_reads_the_chunks_as_the_snippet_is_read(
     deployment: Deployment, browser: Browser
 ) -> None:
