@@ -43,7 +43,6 @@ from typing import Any
 
 import click
 from celery import Celery
-from celery import signals as celery_signals
 from celery.beat import Service
 from kombu.utils.functional import retry_over_time
 
@@ -190,25 +189,40 @@ def _waiting_for_broker(frame: FrameType | None) -> bool:
     return False
 
 
-@celery_signals.beat_init.connect(weak=False, dispatch_uid="ncindex-beat-stop")
-def _install_stop_handler(sender: Any = None, **kwargs: Any) -> None:
-    """Replace Celery's beat signal handlers with :class:`_StopOnce` (``beat_init`` is sent
-    by ``Service.start`` after Celery installed its own, before the loop and before anything
-    waits on the shutdown event). Only in the main thread: the beat of ``ncindex up`` runs
-    in a thread and is stopped by its process."""
-    if threading.current_thread() is threading.main_thread() and isinstance(sender, Service):
-        flag = _StopFlag()
-        sender._is_shutdown = flag
-        handler = _StopOnce(flag)
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+def _install_stop_handler(service: Service) -> None:
+    """Give ``service`` a :class:`_StopFlag` and make :class:`_StopOnce` the SIGTERM and
+    SIGINT handler (main thread only, as any signal handler)."""
+    flag = _StopFlag()
+    service._is_shutdown = flag
+    handler = _StopOnce(flag)
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
 
 
-def _beat_at_level(beat_class: type, level: str) -> type:
-    """``beat_class`` (Celery's ``app.Beat``) logging at ``level`` (``NCINDEX_LOG_LEVEL``,
-    INFO unset) unless ``celery beat`` was given ``--loglevel``: Celery's own default is
-    WARNING (``celery/bin/beat.py``), so beat of the Procfile and compose logged no
-    "Scheduler" line while the settings said INFO."""
+def _ignore_stop_signals() -> None:
+    """SIGTERM and SIGINT ignored from now on (beat has stopped; the process only exits).
+
+    Python puts back the default action of every signal it handles as the interpreter
+    finalizes (``_PySignal_Fini`` in CPython's ``Modules/signalmodule.c``; an ignored signal
+    stays ignored), and finalizing beat's interpreter takes a while (0.6 s idle, about 2 s
+    under load here, most of it collecting garbage): a SIGTERM then, such as a supervisor's
+    second, killed a beat that had already stopped (exit status -15 instead of 0)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _beat_program(beat_class: type, level: str) -> type:
+    """``beat_class`` (Celery's ``app.Beat``, the program of ``celery beat``) as ncindex runs it.
+
+    - It logs at ``level`` (``NCINDEX_LOG_LEVEL``, INFO unset) unless ``celery beat`` was given
+      ``--loglevel``: Celery's own default is WARNING (``celery/bin/beat.py``), so beat of the
+      Procfile and compose logged no "Scheduler" line while the settings said INFO.
+    - :class:`_StopOnce` is its SIGTERM/SIGINT handler from where Celery would install its own
+      (``install_sync_handler``, before ``Service.start`` logs "beat: Starting..."): installed
+      at Celery's ``beat_init`` signal instead, it left Celery's handler in place for the
+      ~40 ms ``Service.start`` takes to build the scheduler after that line.
+    - Once its scheduler has stopped, SIGTERM and SIGINT are ignored
+      (:func:`_ignore_stop_signals`)."""
 
     class Beat(beat_class):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -221,6 +235,15 @@ def _beat_at_level(beat_class: type, level: str) -> type:
                 kwargs["loglevel"] = level
             super().__init__(*args, **kwargs)
 
+        def install_sync_handler(self, service: Service) -> None:
+            _install_stop_handler(service)
+
+        def start_scheduler(self) -> None:
+            try:
+                super().start_scheduler()
+            finally:
+                _ignore_stop_signals()
+
     return Beat
 
 
@@ -232,7 +255,7 @@ def __getattr__(name: str) -> Any:
 
         settings = settings_or_exit()
         app = configure_beat(create_celery(settings), settings, scan_at_start=True)
-        app.Beat = _beat_at_level(app.Beat, settings.log_level)
+        app.Beat = _beat_program(app.Beat, settings.log_level)
         globals()["app"] = app
         return app
     raise AttributeError(name)

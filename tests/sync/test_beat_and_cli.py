@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -14,9 +15,10 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery
-from celery.beat import Scheduler
+from celery.beat import Scheduler, Service
 from click.testing import CliRunner
 
+import workers.beat
 from allinone.cli import main
 from ncindex.ingest.events import REQUIRED
 from ncindex.ingest.registration import (
@@ -99,6 +101,28 @@ def test_the_beat_of_a_deployment_scans_at_its_first_tick() -> None:
             "revoke-app-passwords": False,
         }  # fmt: skip
     finally:
+        app.close()
+
+
+def test_the_deployment_beat_has_its_stop_handler_before_it_logs_starting() -> None:
+    """``celery -A workers.beat beat`` stops on ncindex's handler (``_StopOnce``) from where
+    Celery installs its own (``install_sync_handler``, before ``Service.start`` logs "beat:
+    Starting..."). Installed at ``beat_init`` it left Celery's handler — close the scheduler
+    and raise ``SystemExit`` wherever the main thread is — for the ~40 ms ``Service.start``
+    builds the scheduler after that line, where a test or supervisor that waited for it
+    signalled."""
+    app = workers.beat.app
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        service = Service(app, scheduler_cls=app.conf.beat_scheduler)
+        app.Beat().install_sync_handler(service)
+        installed = {sig: type(signal.getsignal(sig)).__name__ for sig in handlers}
+        assert installed == {signal.SIGTERM: "_StopOnce", signal.SIGINT: "_StopOnce"}
+        assert type(service._is_shutdown).__name__ == "_StopFlag"
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        vars(workers.beat).pop("app", None)
         app.close()
 
 
