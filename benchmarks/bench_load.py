@@ -134,15 +134,6 @@ def _roundtrip_hook() -> Response:
 # --- processes ----------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """A free loopback port."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def gunicorn(
     app: str, port: int, env: dict[str, str], log: Path, extra: list[str]
 ) -> subprocess.Popen[bytes]:
@@ -355,7 +346,7 @@ def main() -> int:
 
     from ncindex.documents import text_hash
     from ncindex.names import Names
-    from ncindex.redis_server import start_redis
+    from ncindex.redis_server import free_port, start_redis
     from ncindex.settings import Settings
     from ncindex.simulator import NextcloudSimulator, serve_simulator
     from ncindex.store import model_slug

@@ -8,12 +8,14 @@ processes that use it, not by a signal sent to the starter's group.
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import redis
 
@@ -35,11 +37,44 @@ def unreachable(shown_url: str, exc: BaseException) -> str:
     return f"{said} — check NCINDEX_REDIS_URL"
 
 
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+"""Linux's range of local ports given to outgoing connections and to ``bind(port 0)``."""
+
+PICKED_PORTS = range(10_000, 32_768)
+"""Where :func:`free_port` looks first: below Linux's default ephemeral range (32768–60999)."""
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    """A TCP port on 127.0.0.1 that was free a moment ago, for a server started next.
+
+    A port the kernel hands out for ``bind(port 0)`` comes from the ephemeral range, which is
+    also where every outgoing connection takes its local port: between this call and the
+    server's own ``bind`` another process's connection (to Redis, say) can take it, and the
+    server fails with "Address already in use". So the port is drawn at random from
+    :data:`PICKED_PORTS` minus the ephemeral range read from :data:`EPHEMERAL_RANGE_FILE`, and
+    checked by binding it; only when no such port binds (50 tries) is the kernel asked.
+    """
+    low, high = _ephemeral_range()
+    candidates = [port for port in PICKED_PORTS if not low <= port <= high]
+    for port in random.sample(candidates, min(50, len(candidates))):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's ephemeral port range, inclusive; Linux's default where it cannot be read."""
+    try:
+        low, high = EPHEMERAL_RANGE_FILE.read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32_768, 60_999
 
 
 def reachable(url: str, timeout: float = 1.0) -> bool:

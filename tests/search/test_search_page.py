@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ from playwright.sync_api import (
 )
 
 from ncindex.documents import titled_text
+from ncindex.redis_server import free_port
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.simulator.server import SimulatorServer
 from ncindex.text.snippets import make_snippet, snippet
@@ -51,12 +51,6 @@ XSS_TEXT = (
     "Lighthouse lens incident <script>window.__xss=2</script> "
     '<img src=x onerror="window.__xss=3"> was logged by the keeper.'
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Deployment:
