@@ -96,9 +96,16 @@ _MIN_PIECE = 1024
 #: (209 MiB stay): within what the index worker's pool process has left under the chart's
 #: limit above NCINDEX_WORKER_MAX_MEMORY_PER_CHILD, which then replaces it. Text, ``<pre>``,
 #: ``<script>`` and ``<style>`` give their events as they are read (22 MB of script was read
-#: whole); a comment (10.5 million characters skipped) or a ``data:`` URI longer than this
-#: cuts the page there.
+#: whole). A long attribute value or comment is not cut there but its tail left unfed
+#: (:func:`_run_end`): a 17 MB ``data:`` URI, a 20 MB SVG path or comment of such a run cost
+#: +53 to 62 MiB and 0.5 s read whole, and cut here the rest of the page was lost.
 MAX_UNHEARD = 16 * 1024 * 1024
+#: The characters that end a run of markup :func:`_run_end` leaves unfed: quotes (an
+#: attribute value ends at its own) and angle brackets (a tag or comment ends at ``>``).
+_RUN_ENDS: dict[type, re.Pattern[Any]] = {str: re.compile("[\"'<>]"), bytes: re.compile(b"[\"'<>]")}
+#: Markup fed after a run left unfed without an event from the parser past which the page is
+#: cut: the value's tag or the comment ends within a few characters of the run's end.
+_AFTER_RUN = _FEED_PIECE
 
 
 def html_text(
@@ -203,21 +210,54 @@ def _parse(
         parser.feed(markup[:0])  # lxml's parser closes only once fed, even nothing
         start = 0
         events, heard = 0, 0  # the handler's events, and the markup fed when one came last
+        unheard = MAX_UNHEARD  # the markup that may be fed from there without an event
         while start < len(markup):
+            if start - heard > unheard:
+                end = _run_end(markup, start) if unheard == MAX_UNHEARD else None
+                if end is None:
+                    return True
+                start, heard, unheard = end, end, _AFTER_RUN
             too_long = max_chars is not None and handler.counted > max_chars
-            unheard = start - heard > MAX_UNHEARD
-            if too_long or unheard or handler.depth > MAX_DEPTH or late():
+            if too_long or handler.depth > MAX_DEPTH or late():
                 return True
             piece = _FEED_PIECE * _DEEP // max(handler.depth, _DEEP)
             piece = max(piece, _MIN_PIECE)
             parser.feed(markup[start : start + piece])
             start += piece
             if handler.events != events:
-                events, heard = handler.events, start
+                events, heard, unheard = handler.events, start, MAX_UNHEARD
         parser.close()
     except (UnicodeDecodeError, LookupError, etree.ParserError) as exc:
         raise _Rejected(exc) from exc
     return False
+
+
+def _run_end(markup: bytes | str, start: int) -> int | None:
+    """Where to go on feeding ``markup`` when :data:`MAX_UNHEARD` of it up to ``start`` gave
+    the parser no event, or ``None`` to cut the page there: when the last half of that is one
+    run without quotes or angle brackets (:data:`_RUN_ENDS`) opened by an attribute value's
+    quote (after ``=``) or by ``<!--``, the run is taken to go on to the next such character
+    at or after ``start``, and the place 3 characters before it is returned (the ``--`` of a
+    comment's ``-->`` or ``--!>`` is fed again). The parser then reads that value or comment
+    cut short (its text is not the page's: nothing is lost) and what follows. Any other
+    silence (a tag of many attributes, which lxml makes a dict of), a run that never ends,
+    is cut. Attribute values and comments end only at those characters, in libxml2 2.14's
+    HTML5 tokenizer (``htmlParseAttValue``, ``htmlParseComment`` in its HTMLparser.c) as in
+    WHATWG HTML §13.2.5 (attribute value (double-quoted) state, comment state)."""
+    ends = _RUN_ENDS[type(markup)]
+    if ends.search(markup, start - MAX_UNHEARD // 2, start) is not None:
+        return None
+    if isinstance(markup, str):
+        opener = max(markup.rfind(c, 0, start) for c in "\"'<>")
+        near = markup[max(opener - 64, 0) : opener + 4]
+    else:
+        opener = max(markup.rfind(c, 0, start) for c in b"\"'<>")
+        near = markup[max(opener - 64, 0) : opener + 4].decode("latin-1")
+    head, before = near[-4:], near[:-4].rstrip()
+    if opener < 0 or (head != "<!--" and not (head[:1] in "\"'" and before.endswith("="))):
+        return None
+    found = ends.search(markup, start)
+    return None if found is None else max(found.start() - 3, start)
 
 
 class _Text:

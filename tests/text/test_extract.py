@@ -714,6 +714,38 @@ def test_html_tag_with_attributes_past_max_unheard_is_not_parsed() -> None:
     assert (result.text, result.truncated) == ("Harbour log", True)
 
 
+def test_html_attribute_value_or_comment_past_max_unheard_loses_no_text_after_it() -> None:
+    """A ``data:`` URI image, an SVG path's ``d`` and a comment longer than ``MAX_UNHEARD``
+    (one parser event each, given once the tag or comment ends) are fed only up to it: the
+    value or comment is read cut short (it is no text) and the page after it whole, not
+    marked truncated; as ``str`` and as bytes. (Before, the page was cut at it and all its
+    text after was lost: the test failed there.)"""
+    from ncindex.text import markup
+
+    long = markup.MAX_UNHEARD + 2 * markup._FEED_PIECE
+    image = "QUJD" * (long // 4)
+    path = "M0 0" + " L1 2" * (long // 5)
+    page = (
+        f'<p>Harbour log</p><img alt="gull" src="data:image/png;base64,{image}"><p>Gulls</p>'
+        f"<svg><path d='{path}'/></svg><p>Fog</p><!-- {'x' * long} --><p>Tide</p>"
+    )
+    expected = ("Harbour log\n\nGulls\n\nFog\n\nTide", False)
+    assert markup.html_text(page) == expected
+    assert markup.html_text(page.encode()) == expected
+
+
+def test_html_tag_still_silent_after_its_long_value_is_cut() -> None:
+    """A long value's tag that gives no event within ``_AFTER_RUN`` after the value's end (more
+    attributes, which lxml makes a dict of) is cut there, the text before it kept. (A guard:
+    passes before too, where the page was cut at the value.)"""
+    from ncindex.text import markup
+
+    run = "QUJD" * ((markup.MAX_UNHEARD + markup._FEED_PIECE) // 4)
+    attributes = "b=x " * (4 * markup._AFTER_RUN)
+    page = f'<p>Harbour log</p><div a="{run}" {attributes}>Tide</div>'
+    assert markup.html_text(page) == ("Harbour log", True)
+
+
 def test_html_long_text_script_and_a_tag_under_max_unheard_are_read_whole() -> None:
     """Text and ``<script>`` longer than ``MAX_UNHEARD`` give their events as they are read
     (so do ``<pre>`` and ``<style>``, seen), and a tag under it (a 3 MB ``data:`` URI) is one
