@@ -76,6 +76,12 @@ def _rate_limit_pattern() -> str:
     return rf"^\s*$|^{item}(?::?[,;|]{item})*$"
 
 
+MIN_MEMORY_PER_CHILD_KIB = 131_072
+"""The smallest ``NCINDEX_WORKER_MAX_MEMORY_PER_CHILD`` but 0, KiB (128 MiB): a prefork pool
+process starts with its worker's peak resident size (137 MiB measured for the index worker),
+so under this bound every pool process is replaced after each task and the next one loads the
+model again; such a value is a unit taken for another (``1200`` meant as MiB, ``1`` as GiB)."""
+
 DOC_TYPE_NAMES = ("note", "file", "deck_card", "news_item")
 """The doc types a per-type setting names (``reconcile_periods``, ``reconcile_disable``)."""
 
@@ -213,6 +219,8 @@ class Settings(BaseSettings):
     worker_max_memory_per_child: int = Field(
         1_200_000,
         ge=0,
+        # _memory_bound: 0 or at least MIN_MEMORY_PER_CHILD_KIB
+        json_schema_extra={"not": {"minimum": 1, "maximum": MIN_MEMORY_PER_CHILD_KIB - 1}},
         description="Celery's worker_max_memory_per_child, KiB: a prefork pool process whose "
         "peak resident size (getrusage's ru_maxrss) is past it after a task is replaced by a "
         "new one (the task's result is in first); 0 ⇒ never. Sized for the index worker, one "
@@ -869,6 +877,23 @@ class Settings(BaseSettings):
         if any(not ext for ext in bare):
             raise ValueError("an extension is empty")
         return bare
+
+    @field_validator("worker_max_memory_per_child", mode="before")
+    @classmethod
+    def _memory_unit(cls, value: object) -> object:
+        if isinstance(value, str) and re.search("[A-Za-z]", value):  # "1G", "900MiB"
+            raise ValueError("a whole number of KiB, without a unit (1 GiB is 1048576)")
+        return value
+
+    @field_validator("worker_max_memory_per_child")
+    @classmethod
+    def _memory_bound(cls, value: int) -> int:
+        if 0 < value < MIN_MEMORY_PER_CHILD_KIB:
+            raise ValueError(
+                f"KiB: 0 (no bound) or at least {MIN_MEMORY_PER_CHILD_KIB} (128 MiB); a pool "
+                "process starts above less and would be replaced after every task"
+            )
+        return value
 
     @field_validator("log_level")
     @classmethod

@@ -19,8 +19,9 @@ rest for that process:
   Celery from adding its own handlers and redirecting stdout).
 * ``worker_process_init``: a prefork pool process moves to a process group of its own, so a
   signal to the worker's process group does not kill a running task
-  (:func:`_shield_pool_process`); ``worker_process_shutdown``: one that leaves to be replaced,
-  past ``worker_max_memory_per_child``, says so (:func:`_note_recycled`).
+  (:func:`_shield_pool_process`), and says so when it starts past ``worker_max_memory_per_child``;
+  ``worker_process_shutdown``: one that leaves to be replaced, past it, says so; the worker
+  says at start when the bound is past its memory limit (:mod:`workers.pool_memory`).
 * ``task_prerun``/``task_postrun`` (:func:`connect_task_hooks`, which ``ncindex up`` calls
   too) bind ``task_id`` and ``task`` to structlog's context for the
   task's lines and clear it afterwards (pool processes are reused), and stamp
@@ -112,14 +113,32 @@ def is_fresh(path: Path, max_age: float, now: float | None = None) -> bool:
 
 @signals.celeryd_init.connect
 def _install(sender: Any = None, instance: Any = None, **kwargs: Any) -> None:
-    """A ``celery worker`` is starting: add the heartbeat step to it and connect the logging
-    and task-context handlers (``weak=False``: the module keeps no other reference)."""
+    """A ``celery worker`` is starting: add the heartbeat step to it and connect the logging,
+    task-context and pool-memory handlers (``weak=False``: the module keeps no other
+    reference); once it is set up, warn when its pool processes' memory bound
+    (``--max-memory-per-child``, else the app's) is past its memory limit."""
+    from workers import pool_memory
+
     if instance is not None and Heartbeat not in instance.app.steps["consumer"]:
         instance.app.steps["consumer"].add(Heartbeat)
     use_json_logging()
     connect_task_hooks()
-    signals.worker_process_init.connect(_shield_pool_process, weak=False)
-    signals.worker_process_shutdown.connect(_note_recycled, weak=False)
+
+    def bound() -> int | None:  # --max-memory-per-child, else the app's; set up after this
+        return getattr(instance, "max_memory_per_child", None)
+
+    def set_up(**_: Any) -> None:  # once the worker's logging is
+        concurrency = getattr(instance, "concurrency", None)
+        pool_memory.check_reachable(bound(), concurrency, pool_memory.memory_limit_kib())
+
+    def pool_process_started(**_: Any) -> None:
+        _shield_pool_process()
+        pool_memory.check_fresh(bound())
+
+    signals.celeryd_after_setup.connect(set_up, weak=False)
+    signals.worker_process_init.connect(pool_process_started, weak=False)
+    signals.task_postrun.connect(pool_memory.count_task, weak=False)
+    signals.worker_process_shutdown.connect(pool_memory.note_recycled, weak=False)
 
 
 def _shield_pool_process(**kwargs: Any) -> None:
@@ -137,23 +156,6 @@ def _shield_pool_process(**kwargs: Any) -> None:
 
     if current_process().name != "MainProcess":
         os.setpgid(0, 0)
-
-
-def _note_recycled(pid: int | None = None, exitcode: int | None = None, **kwargs: Any) -> None:
-    """In a prefork pool process that leaves: when it leaves to be replaced (billiard's
-    ``EX_RECYCLE``: its peak resident size was past ``worker_max_memory_per_child`` after a
-    task), log ``pool_process_recycled`` at warning level with its ``pid`` and ``peak_kib``
-    (``ru_maxrss``, the figure billiard compared). billiard's own line goes to the
-    ``multiprocessing`` logger, which logs nothing here; a bound too low for the work shows as
-    this line after most tasks."""
-    import resource
-
-    import structlog
-    from billiard.pool import EX_RECYCLE
-
-    if exitcode == EX_RECYCLE:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        structlog.get_logger(__name__).warning("pool_process_recycled", pid=pid, peak_kib=peak)
 
 
 def connect_task_hooks() -> None:

@@ -325,6 +325,34 @@ def test_worker_groups_split_queues_and_outlast_the_hard_limit(
     assert set().union(*queue_sets) <= set(QUEUES)
 
 
+#: Kubernetes memory quantity suffixes (the chart's values use these), bytes.
+_MEMORY_UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+
+
+def test_each_worker_groups_memory_bound_is_below_its_memory_limit(chart: helm.Chart) -> None:
+    """The ``NCINDEX_WORKER_MAX_MEMORY_PER_CHILD`` each worker Deployment runs with (its own
+    env, else the ConfigMap's) is below its container's memory limit: a pool process's peak
+    never passes that limit, so a bound at or above it replaces no process. (Before, the
+    light group, 4 processes under 1 GiB, ran with the index worker's 1,200,000 KiB: the test
+    failed there.)"""
+    objects = render(chart, MINIMAL)
+    config = by_kind(objects, "ConfigMap")["nci-ncindex"]["data"]
+    workers = {n: d for n, d in by_kind(objects, "Deployment").items() if "-worker-" in n}
+    assert len(workers) >= 2
+    for name, deployment in workers.items():
+        box = container(deployment)
+        env = {e["name"]: e.get("value") for e in box["env"]}
+        bound = int(
+            env.get("NCINDEX_WORKER_MAX_MEMORY_PER_CHILD")
+            or config.get("NCINDEX_WORKER_MAX_MEMORY_PER_CHILD")
+            or Settings.model_fields["worker_max_memory_per_child"].default
+        )
+        quantity = re.fullmatch(r"([0-9]+)([a-zA-Z]*)", box["resources"]["limits"]["memory"])
+        assert quantity is not None
+        limit_kib = int(quantity[1]) * _MEMORY_UNITS[quantity[2]] // 1024
+        assert 0 < bound < limit_kib, (name, bound, limit_kib)
+
+
 def test_exactly_one_beat(rendered: list[dict[str, Any]]) -> None:
     beats = [d for n, d in by_kind(rendered, "Deployment").items() if n.endswith("-beat")]
     assert len(beats) == 1
@@ -770,6 +798,10 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("config.index_required_tags", [" "], "index_required_tags"),
         ("config.nextcloud_url", "cloud.example.org", "nextcloud_url"),
         ("config.nextcloud_url", "", "nextcloud_url"),  # unset: the chart has no simulator
+        # KiB taken for MiB: every pool process would be replaced after each task
+        ("config.worker_max_memory_per_child", 1200, "worker_max_memory_per_child"),
+        ("workers.groups.light.maxMemoryPerChild", 1200, "maxMemoryPerChild"),
+        ("workers.groups.light.maxMemoryPerChild", "300M", "maxMemoryPerChild"),
         ("ingress.enabled", True, "host"),  # no placeholder host to serve
     ],
 )
@@ -832,6 +864,18 @@ def test_a_redis_url_without_credentials_is_taken(chart: helm.Chart, url: str) -
         # by the chart, so such values rendered and every new pod stopped at start
         ("config.extract_max_seconds", 240, "extract_max_seconds .240. must be below"),
         ("config.chunk_overlap_tokens", 200, "chunk_overlap_tokens .200. must be below"),
+        # a pool process's peak stays under its container's limit: a bound at or above it
+        # replaced none (the default 1,200,000 KiB on the 1 GiB light group)
+        (
+            "workers.groups.light.maxMemoryPerChild",
+            1_048_576,
+            r"workers.groups.light.maxMemoryPerChild .1048576 KiB. must be below",
+        ),
+        (
+            "config.worker_max_memory_per_child",
+            2_097_152,
+            r"config.worker_max_memory_per_child .2097152 KiB. must be below workers.groups.index",
+        ),
         # values.yaml suggests write consistency 2 "with replication 3"; the factor left unset
         ("config.qdrant_write_consistency_factor", 2, "qdrant_write_consistency_factor .2."),
     ],
@@ -1058,6 +1102,7 @@ AGREEMENT_SAMPLES: dict[str, list[Any]] = {
     "namespace": ["ncindex", "prod-1", "Prod", "", "a" * 41],
     "webhook_secret_header": ["X-Ncindex-Secret", "X Secret", ""],
     "ocr_languages": ["eng", "eng+deu", "eng+", ""],
+    "worker_max_memory_per_child": [0, 131072, 1200000, 131071, 1200, 1, -1, "1G", 1.5],
 }  # fmt: skip
 
 

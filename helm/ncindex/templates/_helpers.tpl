@@ -109,6 +109,37 @@ none consumes fills up, and what it carries (webhook events, evictions, scans) n
 {{- end -}}
 {{- end -}}
 
+{{/* A worker group's NCINDEX_WORKER_MAX_MEMORY_PER_CHILD (KiB: its maxMemoryPerChild, else
+config.worker_max_memory_per_child, else the settings' 1200000) must be below the group's
+memory limit: billiard compares it with a pool process's peak resident size, which stays under
+the container's limit (the OOM killer ends the container first), so a bound at or above the
+limit replaces no process (the default was, on the 1 GiB light group). Takes a dict of "root"
+and "group" (the group's name). A limit this does not read (an exponent, milli) is not checked. */}}
+{{- define "ncindex.workerMemoryBound" -}}
+{{- $spec := get .root.Values.workers.groups .group -}}
+{{- $from := printf "workers.groups.%s.maxMemoryPerChild" .group -}}
+{{- $bound := $spec.maxMemoryPerChild -}}
+{{- if not (hasKey $spec "maxMemoryPerChild") -}}
+{{- $from = "config.worker_max_memory_per_child" -}}
+{{- $bound = ternary .root.Values.config.worker_max_memory_per_child 1200000 (hasKey .root.Values.config "worker_max_memory_per_child") -}}
+{{- end -}}
+{{- $limit := dig "limits" "memory" "" (default dict $spec.resources) -}}
+{{- $bytes := 0.0 -}}
+{{- if kindIs "string" $limit -}}
+{{- $number := regexFind "^[0-9]+([.][0-9]+)?" $limit -}}
+{{- $units := dict "" 1 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 -}}
+{{- $unit := trimPrefix $number $limit -}}
+{{- if and $number (hasKey $units $unit) -}}
+{{- $bytes = mulf (float64 $number) (get $units $unit) -}}
+{{- end -}}
+{{- else if $limit -}}
+{{- $bytes = float64 $limit -}}
+{{- end -}}
+{{- if and (gt (int64 $bound) 0) (gt $bytes 0.0) (ge (mulf $bound 1024) $bytes) -}}
+{{- fail (printf "%s (%d KiB) must be below workers.groups.%s.resources.limits.memory (%v): a pool process's peak never passes the container's limit, so none would be replaced (the OOM killer ends the container first); set %s below it, leaving room for its concurrency (%d)" $from (int64 $bound) .group $limit (printf "workers.groups.%s.maxMemoryPerChild" .group) (int64 $spec.concurrency)) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Seconds after which a worker's heartbeat file counts as stale (its probes' --max-age);
 must exceed the interval at which the worker touches it, or every probe fails. */}}
 {{- define "ncindex.heartbeatMaxAge" -}}
