@@ -235,29 +235,53 @@ def _parse(
 def _run_end(markup: bytes | str, start: int) -> int | None:
     """Where to go on feeding ``markup`` when :data:`MAX_UNHEARD` of it up to ``start`` gave
     the parser no event, or ``None`` to cut the page there: when the last half of that is one
-    run without quotes or angle brackets (:data:`_RUN_ENDS`) opened by an attribute value's
-    quote (after ``=``) or by ``<!--``, the run is taken to go on to the next such character
-    at or after ``start``, and the place 3 characters before it is returned (the ``--`` of a
-    comment's ``-->`` or ``--!>`` is fed again). The parser then reads that value or comment
-    cut short (its text is not the page's: nothing is lost) and what follows. Any other
-    silence (a tag of many attributes, which lxml makes a dict of), a run that never ends,
-    is cut. Attribute values and comments end only at those characters, in libxml2 2.14's
-    HTML5 tokenizer (``htmlParseAttValue``, ``htmlParseComment`` in its HTMLparser.c) as in
-    WHATWG HTML §13.2.5 (attribute value (double-quoted) state, comment state)."""
-    ends = _RUN_ENDS[type(markup)]
-    if ends.search(markup, start - MAX_UNHEARD // 2, start) is not None:
+    run without quotes or angle brackets (:data:`_RUN_ENDS`) opened as an attribute value (a
+    quote after ``=``, or after ``(`` as CSS's ``url('…`` in a ``style``; or ``<`` and a tag
+    whose last attribute, past the last whitespace, is an unquoted ``name=`` value) or as a
+    comment (``<!--``), the run is taken to go on to the next such character at or after
+    ``start``, and the place 3 characters before it is returned (the ``--`` of a comment's
+    ``-->`` or ``--!>`` is fed again). The parser then reads that value or comment cut short
+    (its text is not the page's: nothing is lost) and what follows. Any other silence (a tag
+    of many attributes, which lxml makes a dict of), a run that never ends, is cut. A quoted
+    value and a comment end only at those characters, an unquoted value at whitespace or
+    ``>`` (which ends its tag: only attributes are skipped), in libxml2 2.14's HTML5
+    tokenizer (``htmlParseAttValue``, ``htmlParseComment`` in its HTMLparser.c) as in WHATWG
+    HTML §13.2.5 (attribute value states, comment state)."""
+    half = start - MAX_UNHEARD // 2
+    if _RUN_ENDS[type(markup)].search(markup, half, start) is not None:
         return None
-    if isinstance(markup, str):
-        opener = max(markup.rfind(c, 0, start) for c in "\"'<>")
-        near = markup[max(opener - 64, 0) : opener + 4]
-    else:
-        opener = max(markup.rfind(c, 0, start) for c in b"\"'<>")
-        near = markup[max(opener - 64, 0) : opener + 4].decode("latin-1")
-    head, before = near[-4:], near[:-4].rstrip()
-    if opener < 0 or (head != "<!--" and not (head[:1] in "\"'" and before.endswith("="))):
+    opener = _last(markup, "\"'<>", 0, start)
+    head = _latin(markup[opener : opener + 4])
+    before = _latin(markup[max(opener - 64, 0) : opener]).rstrip()
+    quoted = head[:1] in "\"'" and before[-1:] in ("=", "(")
+    unquoted = False
+    if head[:1] == "<" and head[1:2].isalpha():
+        space = _last(markup, " \t\n\x0c\r", opener, start)
+        unquoted = opener < space < half and bool(
+            _UNQUOTED.match(_latin(markup[space + 1 : space + 257]))
+        )
+    if opener < 0 or not (quoted or unquoted or head == "<!--"):
         return None
-    found = ends.search(markup, start)
+    found = _RUN_ENDS[type(markup)].search(markup, start)
     return None if found is None else max(found.start() - 3, start)
+
+
+#: An attribute whose value is unquoted, at its start: ``name=`` (WHATWG HTML §13.2.5.32-.34).
+_UNQUOTED = re.compile(r"[^\s\"'<>=/]+=[^\s\"'<>=`]")
+
+
+def _last(markup: bytes | str, chars: str, low: int, high: int) -> int:
+    """The place of the last of ``chars`` (ASCII) in ``markup[low:high]``, -1 if none is."""
+    if isinstance(markup, str):
+        return max(markup.rfind(c, low, high) for c in chars)
+    return max(markup.rfind(c, low, high) for c in chars.encode("ascii"))
+
+
+def _latin(piece: bytes | str) -> str:
+    """``piece`` as text: bytes as Latin-1, whose ASCII is the markup's in every encoding
+    :func:`_candidates` gives lxml but UTF-16's (whose quotes and angle brackets are not one
+    byte: no run is ever found there)."""
+    return piece if isinstance(piece, str) else piece.decode("latin-1")
 
 
 class _Text:

@@ -715,8 +715,9 @@ def test_html_tag_with_attributes_past_max_unheard_is_not_parsed() -> None:
 
 
 def test_html_attribute_value_or_comment_past_max_unheard_loses_no_text_after_it() -> None:
-    """A ``data:`` URI image, an SVG path's ``d`` and a comment longer than ``MAX_UNHEARD``
-    (one parser event each, given once the tag or comment ends) are fed only up to it: the
+    """A ``data:`` URI image (quoted, unquoted, in a ``style``'s ``url('…')``), an SVG path's
+    ``d`` and a comment longer than ``MAX_UNHEARD`` (one parser event each, given once the
+    tag or comment ends) are fed only up to it: the
     value or comment is read cut short (it is no text) and the page after it whole, not
     marked truncated; as ``str`` and as bytes. (Before, the page was cut at it and all its
     text after was lost: the test failed there.)"""
@@ -728,8 +729,11 @@ def test_html_attribute_value_or_comment_past_max_unheard_loses_no_text_after_it
     page = (
         f'<p>Harbour log</p><img alt="gull" src="data:image/png;base64,{image}"><p>Gulls</p>'
         f"<svg><path d='{path}'/></svg><p>Fog</p><!-- {'x' * long} --><p>Tide</p>"
+        # minified (unquoted value), and CSS's url('…') in a style attribute
+        f"<img alt=tern src=data:image/png;base64,{image} width=4><p>Terns</p>"
+        f"<div style=\"background:url('data:image/png;base64,{image}')\">Cliff</div>"
     )
-    expected = ("Harbour log\n\nGulls\n\nFog\n\nTide", False)
+    expected = ("Harbour log\n\nGulls\n\nFog\n\nTide\n\nTerns\n\nCliff", False)
     assert markup.html_text(page) == expected
     assert markup.html_text(page.encode()) == expected
 
