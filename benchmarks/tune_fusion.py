@@ -445,6 +445,20 @@ only, `test` reported beside. (Before: nDCG@10 only, and never a loss elsewhere.
   0.893) and NPL rose 0.5239 → 0.5245. 36 was as good on `tune` (SciFact +0.005, NPL +0.005)
   but lost more of SciFact `test` (−0.007); 12 lost 0.008 of SciFact's `tune` Recall@10 and
   0.008 of NPL's `tune` nDCG@10.
+- **Feedback terms without stop words and bare numbers (2026-12-07) — not taken.** The 40
+  feedback terms leaving out the `stop-words` package's English (1,333 words), German, French
+  and Italian lists (as stems) and every term without a letter (`2019`, `1`), unless the query
+  holds it. NPL, `bench_quality.py --dataset …/npl` before and after (one run each, on a
+  machine loaded by other jobs; the quality figures are deterministic), DBSF `tune`: nDCG@10
+  0.549 → 0.534 (−0.015), Recall@10 0.272 → 0.263 (−0.010), beyond the 0.005 bound; `test`:
+  nDCG@10 0.525 → 0.525, Recall@10 0.302 → 0.282, MRR@10 0.767 → 0.792; other modes are not
+  expanded and did not move. One NPL index asked with each filter (a throw-away run through the
+  same library path, which gave both runs' figures again): the loss comes with the English
+  list, which holds content words (`system`, `high`, `effect`, `result`, `test`); bare numbers
+  alone left every NPL figure as it was, and the German, French and Italian lists changed
+  nothing there. SciFact was not measured to the end (its embedding, on the loaded machine,
+  did not finish in time). On the CI gate's 100-query slice the filter moved the DBSF hybrid
+  0.8901 → 0.8925 nDCG@10 (MRR@10 0.857 → 0.863).
 - **Kept from before**: DBSF over prefetches of 360 (document-level DBSF over 1,000 gained
   0.009 on SciFact `tune`); RRF k 2–60 and weights 1:2 to 2:1 under DBSF; BM25 k1 1.2,
   b 0.75, avg_len 256 (the true mean chunk length lifted BM25 alone, not the hybrid).
