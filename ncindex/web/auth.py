@@ -14,7 +14,6 @@ refused before Nextcloud is asked. No error message ever quotes the header. Nor 
 from __future__ import annotations
 
 import base64
-import binascii
 import contextlib
 import hashlib
 import ipaddress
@@ -94,20 +93,31 @@ def refuse_control_characters(value: str, field: str, what: str) -> None:
 def refuse_basic_controls(header: str) -> None:
     """:func:`refuse_control_characters` of the login name and the password of ``header``
     (a :func:`normalized_authorization` one), on the field ``Authorization``; nothing for a
-    ``Bearer`` token (a token68 is printable ASCII) or a ``Basic`` one whose base64 does not
-    decode (Nextcloud refuses it: 401, as before). The credential's bytes are read as UTF-8
+    ``Bearer`` token (a token68 is printable ASCII). The token is decoded as Nextcloud
+    decodes it (:func:`_php_base64`): a credential without its ``=`` padding, or with a
+    character outside base64's alphabet (``-._~``), is one Nextcloud reads, and a strict
+    decode let its control characters through to it. The credential's bytes are read as UTF-8
     (RFC 7617 §2.1), a byte that is no UTF-8 as U+FFFD: a C0 control or DEL is refused
     whatever the charset, a C1 one when written in UTF-8."""
     scheme, _, token = header.partition(" ")
     if scheme != "Basic":
         return
-    try:
-        raw = base64.b64decode(token, validate=True)
-    except (binascii.Error, ValueError):
-        return
+    raw = _php_base64(token)
     login, _, password = raw.decode("utf-8", errors="replace").partition(":")
     refuse_control_characters(login, "Authorization", "the Basic credential's login name")
     refuse_control_characters(password, "Authorization", "the Basic credential's password")
+
+
+def _php_base64(token: str) -> bytes:
+    """The bytes Nextcloud reads from ``token`` (a token68: alphabet, then ``=`` padding only
+    at its end), decoded as PHP's non-strict ``base64_decode`` decodes it: nextcloud/server
+    ``lib/base.php`` ``OC::handleAuthHeaders`` sets ``PHP_AUTH_USER``/``PHP_AUTH_PW`` from
+    ``base64_decode`` of the ``Authorization`` header, which skips ``=`` and every character
+    outside the alphabet, and drops the bits of a last lone character (php-src
+    ``ext/standard/base64.c`` ``php_base64_decode_impl``, not ``strict``)."""
+    body = re.sub(r"[^A-Za-z0-9+/]", "", token)
+    body = body[: len(body) - 1] if len(body) % 4 == 1 else body
+    return base64.b64decode(body + "=" * (-len(body) % 4))
 
 
 def resolve_caller(
