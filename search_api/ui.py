@@ -30,9 +30,11 @@ answers another 400 ``invalid_json`` on ``body`` or ``unknown_field`` naming the
 * ``POST /ui/login/poll`` — ``{"user": null}`` until the user granted access, then
   ``{"user", "csrf"}`` once Nextcloud confirmed the credentials the flow gave (a new session:
   the cookie is replaced; an answer of Nextcloud in no known shape is 502
-  ``backend_unavailable``; credentials it refuses, 401 ``unauthenticated``, their app
-  password deleted unless Nextcloud's answer was a 401 (it is no more) for an account the
-  webhook admin does not see disabled; 400
+  ``backend_unavailable``, so are credentials that are no text or hold a control character,
+  which Nextcloud never makes (the latter's app password deleted); credentials it refuses,
+  401 ``unauthenticated``, their app password deleted unless Nextcloud's answer was a 401
+  (kept for one more delete a day later) for an account the webhook admin does not see
+  disabled; 400
   ``invalid_value`` on ``poll_token`` when no sign-in is under way, also for a poll whose
   sign-in was cancelled or replaced while it ran). Nextcloud hands those credentials out once
   and deletes the flow as it does (nextcloud/server ``core/Controller/
@@ -461,6 +463,17 @@ def ui_blueprint(
             if not invalid:
                 revoked.delete(authorization)
             return problem(401, "unauthenticated", str(exc))
+        except InputError as exc:
+            # Nextcloud's credentials hold a control character (refuse_basic_controls), which
+            # none it makes does (LoginFlowV2Service::flowDone: letters and digits): its answer
+            # cannot be used, a bad gateway as an unreadable poll is. Its app password is
+            # deleted now, recorded first (a refusal, not a 401), not left unused
+            log.warning("login_poll_unreadable", error=exc.detail)
+            if not sessions.release_flow(session_id, claim, refused=True, invalid=False):
+                return claim_lost(session_id)
+            revoked.delete(authorization)
+            detail = "Nextcloud's answer to the sign-in cannot be used (a control character)"
+            return problem(502, "backend_unavailable", detail)
         except Exception as exc:
             # kept in the session for the next poll, which checks them again
             kept = sessions.release_flow(session_id, claim, refused=False)

@@ -78,10 +78,28 @@ def poll_login_flow(http: httpx.Client, poll_token: str) -> LoginCredentials | N
     except NotFound:
         return None
     body = json_object(response)
+    login_name, app_password = body.get("loginName"), body.get("appPassword")
+    # strings (core/Data/LoginFlowV2Credentials.php jsonSerialize): another value (null, a
+    # number) was sent on as its Python spelling, and a lone surrogate ("\ud800" in the JSON)
+    # cannot be written in a Basic header's UTF-8 (the poll raised UnicodeEncodeError, a 500)
+    if not (
+        isinstance(login_name, str)
+        and isinstance(app_password, str)
+        and login_name
+        and app_password
+        and _utf8(login_name + app_password)
+    ):
+        raise NextcloudProtocolError(f"{POLL_PATH}: no loginName or appPassword (text)")
+    return LoginCredentials(login_name, app_password)
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` can be written in UTF-8 (it holds no lone surrogate)."""
     try:
-        return LoginCredentials(str(body["loginName"]), str(body["appPassword"]))
-    except KeyError as exc:
-        raise NextcloudProtocolError(f"{POLL_PATH}: no loginName or appPassword") from exc
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def delete_app_password(client: NextcloudClient) -> None:

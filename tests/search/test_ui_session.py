@@ -500,6 +500,36 @@ def poll_with_redis_down(
         return client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
 
 
+def test_flow_credentials_holding_a_control_character_are_a_bad_gateway_and_deleted(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Login Flow whose credentials hold a control character: Nextcloud makes none
+    (nextcloud/server ``core/Service/LoginFlowV2Service.php`` ``flowDone``: 72 letters and
+    digits of ``ISecureRandom::generate``), but the poll raised the ``InputError`` of
+    ``refuse_basic_controls`` unhandled, a 500 (failed on main so), leaving the session
+    holding them and every later poll answering the same. Now 502 ``backend_unavailable``,
+    as an unreadable poll is; the sign-in is over and its app password deleted, not left
+    unused."""
+    from ncindex.simulator import loginflow
+
+    made = loginflow._random
+    monkeypatch.setattr(
+        loginflow,
+        "_random",
+        lambda n: made(n) + ("\n" if n == loginflow.APP_PASSWORD_CHARS else ""),
+    )
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+    assert any("\n" in p for p in sim.tree.user("bob").passwords)  # made so
+    polled = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert polled.status_code == 502, polled.get_json()
+    assert polled.get_json()["code"] == "backend_unavailable"
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}  # deleted
+    after = session(client)
+    assert after["user"] is None and after["signing_in"] is False
+    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 0  # settled
+
+
 def test_credentials_redis_cannot_keep_are_deleted_and_the_sign_in_started_again(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -701,6 +731,47 @@ def test_a_login_url_that_is_not_http_is_refused(redis_url: str) -> None:
     # its poll answered in no known shape: a bad gateway too, as the start's (it was a 503)
     polled = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
     assert polled.status_code == 502 and polled.get_json()["code"] == "backend_unavailable"
+    services.close()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"server": "s", "loginName": "bob", "appPassword": "pw\\ud800"}',
+        '{"server": "s", "loginName": null, "appPassword": "pw"}',
+        '{"server": "s", "loginName": "bob", "appPassword": 42}',
+    ],
+    ids=["lone-surrogate", "null", "number"],
+)
+def test_a_poll_answered_credentials_that_are_no_text_is_a_bad_gateway(
+    redis_url: str, answer: str
+) -> None:
+    """Nextcloud's poll answers its credentials as strings (nextcloud/server
+    ``core/Data/LoginFlowV2Credentials.php`` ``jsonSerialize``). A lone surrogate, which no
+    UTF-8 Basic header can hold, raised ``UnicodeEncodeError`` in the poll (a 500), and a
+    ``null`` or a number was sent to Nextcloud as ``"None"`` or ``"42"`` (401; both failed on main):
+    now 502 ``backend_unavailable``, as another answer of no known shape, Nextcloud asked
+    nothing more."""
+    seen: list[str] = []
+
+    def nextcloud(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.url.path == "/index.php/login/v2/poll":
+            return httpx.Response(200, text=answer, headers={"Content-Type": "application/json"})
+        login = "https://cloud.example.test/index.php/login/v2/flow/abc"
+        return httpx.Response(200, json={"poll": {"token": "p" * 128}, "login": login})
+
+    settings = Settings(
+        nextcloud_url="https://cloud.example.test", redis_url=redis_url, namespace="ui-poll-text"
+    )
+    services = Services(settings, http_transport=httpx.MockTransport(nextcloud))
+    client = create_app(settings, services=services).test_client()
+    csrf = session(client)["csrf"]
+    assert client.post("/ui/login/flow", headers={CSRF_HEADER: csrf}).status_code == 200
+    polled = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert polled.status_code == 502, polled.get_json()
+    assert polled.get_json()["code"] == "backend_unavailable"
+    assert seen == ["/index.php/login/v2", "/index.php/login/v2/poll"], seen
     services.close()
 
 
