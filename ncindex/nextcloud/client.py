@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import http.cookiejar
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -82,6 +83,19 @@ CONFIRM_SECONDS = 2.0
 """The timeout of :meth:`NextcloudClient.confirm`'s request, seconds (in place of the HTTP
 client's ``http_timeout``): its answer stands when none comes, so a Nextcloud that stalls
 delays it no longer than a search page list's check (``ncindex.search.facets.CHECK_SECONDS``)."""
+
+
+def early_confirm_seconds(timeout: float) -> float:
+    """How long :meth:`NextcloudClient.confirming_early` waits for an answer confirming the
+    credential before it sends :meth:`~NextcloudClient.confirm`'s question alongside the
+    checks still under way, seconds, for a client whose requests time out after ``timeout``
+    seconds: half of it, or as long as still ends the question (:data:`CONFIRM_SECONDS`)
+    with that timeout, whichever is later — a Nextcloud answering within half its timeout is
+    never asked more, and one stalled whole costs the search its timeout, or half of it plus
+    :data:`CONFIRM_SECONDS` when that is longer (``http_timeout`` 10 s: 10 s, was 12; 2 s:
+    3 s, was 4), not the two one after the other."""
+    return max(timeout / 2, timeout - CONFIRM_SECONDS)
+
 
 PUBLIC_PATHS = frozenset({"/ocs/v2.php/cloud/capabilities"})
 """Paths this client asks that Nextcloud answers without a login (nextcloud/server
@@ -311,6 +325,10 @@ class NextcloudClient:
         #: Endpoint family → the timeout that stopped its requests
         #: (:attr:`stop_when_unanswered`); written by the verifier's threads too.
         self.stalled: dict[str, NextcloudUnavailable] = {}
+        #: The timer of :meth:`confirming_early`, until :meth:`confirm` takes it; the refusal
+        #: its question met, for :meth:`confirm` to raise.
+        self._early: threading.Timer | None = None
+        self._early_refusal: NextcloudAuthError | None = None
 
     def _forward(self, kwargs: dict[str, Any]) -> None:
         """Add ``X-Forwarded-For`` (:attr:`forwarded_for`) to a request's ``headers``."""
@@ -639,10 +657,62 @@ class NextcloudClient:
         server, whose ``Connector/Sabre/Auth.php`` ``validateUserPass`` runs before any
         method), so only an answer of another family tells. Not when the OCS family itself is
         stopped (it stalled, or no connection could be made: :meth:`_guarded` sends nothing),
-        when the answer stands likewise. A Nextcloud stalled whole so costs such a request
-        :data:`CONFIRM_SECONDS` more than its checks' timeout."""
+        when the answer stands likewise. The question may have gone out already, alongside
+        checks that got no answer in time (:meth:`confirming_early`): then its answer is
+        waited for and taken as here, so a Nextcloud stalled whole costs a search about the
+        longer of its checks' timeout and the question's, not the two one after the other."""
+        early, self._early = self._early, None
+        if early is not None:
+            early.cancel()  # not fired yet: asked below, as it would have been
+            if not self.confirmed:
+                early.join()  # fired: its question's answer (cancelled: at once)
+        refusal, self._early_refusal = self._early_refusal, None
+        if refusal is not None and not self.confirmed:
+            raise refusal
         if self.confirmed:
             return
+        self._ask()
+
+    @contextmanager
+    def confirming_early(self) -> Iterator[None]:
+        """Within this block (a search's checks), when no answer has confirmed the credential
+        (:attr:`confirmed`) after :func:`early_confirm_seconds` of the client's read timeout,
+        send :meth:`confirm`'s question (OCS ``cloud/user``) at once in a thread of its own,
+        beside the checks still waiting (each of which holds a verifier thread): a Nextcloud
+        answering them in time is asked nothing more, and :meth:`confirm` after the block
+        waits for that question's answer instead of asking it after the checks' timeout. A
+        refusal it meets is raised by :meth:`confirm`. Leaving the block stops a timer that
+        has not fired (so a search failing meanwhile sends nothing more); nothing is armed
+        for a client confirmed already or without a read timeout."""
+        usual = self.http.timeout.read
+        if self.confirmed or usual is None:
+            yield
+            return
+        timer = threading.Timer(early_confirm_seconds(usual), self._ask_early)
+        timer.daemon = True
+        if self._early is not None:  # a block before whose confirm() never came (it failed)
+            self._early.cancel()
+        self._early = timer
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def _ask_early(self) -> None:
+        """:meth:`_ask` in :meth:`confirming_early`'s timer, unless confirmed meanwhile; a
+        refusal is kept for :meth:`confirm` to raise."""
+        if self.confirmed:
+            return
+        try:
+            self._ask()
+        except NextcloudAuthError as exc:
+            self._early_refusal = exc
+
+    def _ask(self) -> None:
+        """Ask OCS ``cloud/user`` within :data:`CONFIRM_SECONDS` (:meth:`confirm`): raises
+        ``NextcloudAuthError`` for a refusal; another failure is logged and the answer stands
+        (fail-open: :attr:`confirmed` set, not asked again)."""
         try:
             self.current_user(timeout=CONFIRM_SECONDS)
         except NextcloudAuthError:

@@ -181,8 +181,10 @@ def _caller(services: Services, header: str, address: str | None) -> NextcloudCl
     checks asked — a search whose checks all timed out still asks OCS to confirm a cached
     credential (:meth:`~ncindex.nextcloud.client.NextcloudClient.confirm`: a family that
     stalls in front of Nextcloud's login check refuses nothing, so a revoked credential is
-    told by OCS alone), waiting :data:`~ncindex.nextcloud.client.CONFIRM_SECONDS` more
-    unless OCS itself stalled during the request. The workers'
+    told by OCS alone), sent beside the checks once they waited
+    :func:`~ncindex.nextcloud.client.early_confirm_seconds` without an answer confirming it
+    (:meth:`~ncindex.nextcloud.client.NextcloudClient.confirming_early`), unless OCS itself
+    stalled during the request. The workers'
     and the service accounts' clients, which serve many requests, are not made here and
     never stop so."""
     client = services.caller(header)

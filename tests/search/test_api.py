@@ -7,6 +7,7 @@ import base64
 import html
 import json
 import re
+import threading
 import time
 import unicodedata
 from http.client import HTTPConnection
@@ -1483,6 +1484,41 @@ def test_a_revoked_credential_whose_deck_check_stalls_is_refused(
     assert response.status_code == 401, response.get_json()
     assert "lighthouse" not in response.get_data(as_text=True).lower()
     assert 10 - (deck.times or 0) == 1  # the board GET reached Deck
+
+
+@pytest.mark.parametrize("api", [{"http_timeout": 2.0, "user_cache_seconds": 60}], indirect=True)
+def test_a_cached_credential_whose_checks_get_no_answer_is_confirmed_beside_them(
+    api: Api,
+) -> None:
+    """alice's credential is cached; her search asks Deck alone, which hangs. The
+    confirmation (OCS ``cloud/user``) was sent only once the Deck check had timed out (2 s),
+    then waited for (``CONFIRM_SECONDS``): a Nextcloud stalled whole cost the two one after
+    the other. It now goes out once the check has waited half its timeout without an
+    answer, beside it. The Deck fault is let go once OCS was asked: the check still waiting
+    then gets its answer, and the card is confirmed (failed on the old search: the check
+    had timed out before OCS was asked, the card unconfirmed). OCS is asked once."""
+    from support import wait_until
+
+    api.index_card("alice", "Harbour", "Doing", CARD_TEXT)
+    body = {"query": Q, "limit": 10, "doc_types": ["deck_card"]}
+    assert api.post("alice", body).status_code == 200  # confirmed, and cached
+    asked = api.sim.request_count("ocs")
+    api.sim.faults.set("deck", timeout=True)
+
+    def let_deck_go_once_ocs_is_asked() -> None:
+        wait_until(lambda: api.sim.request_count("ocs") > asked, timeout=30, interval=0.01)
+        api.sim.faults.clear("deck")
+
+    watcher = threading.Thread(target=let_deck_go_once_ocs_is_asked, daemon=True)
+    watcher.start()
+    try:
+        response = api.post("alice", body)
+    finally:
+        watcher.join(30)
+        api.sim.faults.clear()
+    assert response.status_code == 200, response.get_json()
+    assert verified_by_type(response.get_json()) == {"deck_card": {True}}
+    assert api.sim.request_count("ocs") == asked + 1
 
 
 @pytest.mark.parametrize(
