@@ -114,6 +114,7 @@ from ncindex.web.auth import (
     MAX_AUTHORIZATION_CHARS,
     forget_caller,
     refuse_control_characters,
+    request_address,
     resolve_caller,
     still_accepted,
 )
@@ -209,7 +210,7 @@ def install_session_auth(app: Flask, services: Services) -> None:
                 g.ui_flow and account_disabled(services, g.ui_user, CONFIRM_SECONDS) is not False
             )
             with contextlib.suppress(redis.RedisError):
-                sessions.refused(g.ui_session_id, invalid=invalid)
+                sessions.refused(g.ui_session_id, invalid=invalid, address=request_address())
         return response
 
 
@@ -270,7 +271,7 @@ def ui_blueprint(
         # (listed under the account's devices & sessions until someone revokes it); the step
         # that dropped them recorded them, so a delete that fails or never runs is swept
         if held:
-            revoked.delete(held)
+            revoked.delete(held, request_address())
 
     @bp.before_request
     def _no_query_parameters() -> Response | None:
@@ -346,7 +347,7 @@ def ui_blueprint(
             kept = record.get("origin") == "flow" and (
                 account_disabled(services, record.get("user", ""), CONFIRM_SECONDS) is not False
             )
-            sessions.refused(session_id, invalid=not kept)
+            sessions.refused(session_id, invalid=not kept, address=request_address())
         body = {
             "user": None if ended else record.get("user"),
             "csrf": record["csrf"],
@@ -431,7 +432,8 @@ def ui_blueprint(
             try:
                 received = sessions.receive_flow(session_id, poll_token, authorization)
             except redis.RedisError as exc:  # nowhere to keep them: not left unused in Nextcloud
-                revoked.delete(authorization)  # nor recorded: Redis failed (tried once)
+                # nor recorded: Redis failed (tried once)
+                revoked.delete(authorization, request_address())
                 log.warning("ui_session_redis_failed", error=str(exc))
                 # Nextcloud's flow is spent (it hands its credentials out once and then
                 # answers 404, as for a flow not yet approved): polling it again would wait
@@ -439,7 +441,7 @@ def ui_blueprint(
                 detail = "sessions cannot be written just now: start the sign-in again"
                 return problem(503, "backend_unavailable", detail, restart=True)
             if received is None:  # cancelled, or another sign-in, meanwhile: recorded to delete
-                revoked.delete(authorization)
+                revoked.delete(authorization, request_address())
                 return _no_sign_in()
             if not received:
                 return jsonify({"user": None})  # another poll received them too
@@ -458,10 +460,13 @@ def ui_blueprint(
             invalid = refused_with_401(exc) and (
                 account_disabled(services, basic_login(authorization)) is False
             )
-            if not sessions.release_flow(session_id, claim, refused=True, invalid=invalid):
+            address = request_address()
+            if not sessions.release_flow(
+                session_id, claim, refused=True, invalid=invalid, address=address
+            ):
                 return claim_lost(session_id)
             if not invalid:
-                revoked.delete(authorization)
+                revoked.delete(authorization, address)
             return problem(401, "unauthenticated", str(exc))
         except InputError as exc:
             # Nextcloud's credentials hold a control character (refuse_basic_controls), which
@@ -471,7 +476,7 @@ def ui_blueprint(
             log.warning("login_poll_unreadable", error=exc.detail)
             if not sessions.release_flow(session_id, claim, refused=True, invalid=False):
                 return claim_lost(session_id)
-            revoked.delete(authorization)
+            revoked.delete(authorization, request_address())
             detail = "Nextcloud's answer to the sign-in cannot be used (a control character)"
             return problem(502, "backend_unavailable", detail)
         except Exception as exc:
@@ -568,7 +573,7 @@ def ui_blueprint(
             return refused
         session_id, _ = found
         dropped = sessions.sign_out(session_id)  # a Login Flow's app password: recorded
-        deleted = [revoked.delete(held) for held in dropped]
+        deleted = [revoked.delete(held, request_address()) for held in dropped]
         response = jsonify({"app_password_deleted": bool(deleted) and all(deleted)})
         response.delete_cookie(COOKIE, path="/", samesite="Strict", httponly=True)
         return response

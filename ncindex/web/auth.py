@@ -189,11 +189,16 @@ def _caller(services: Services, header: str, address: str | None) -> NextcloudCl
     never stop so."""
     client = services.caller(header)
     client.stop_when_unanswered = True
-    if address is not None:
-        client.forwarded_for = _ip_address(address)
-    elif flask.has_request_context():
-        client.forwarded_for = _ip_address(flask.request.remote_addr)
+    client.forwarded_for = _ip_address(address) if address is not None else request_address()
     return client
+
+
+def request_address() -> str | None:
+    """The IP address of the caller of the Flask request under way (after the trusted
+    proxies in front, :mod:`ncindex.web.proxies`), ``None`` outside one or for a value that
+    is no IP address (:func:`_ip_address`): what ncindex sends as ``X-Forwarded-For`` for
+    the caller."""
+    return _ip_address(flask.request.remote_addr) if flask.has_request_context() else None
 
 
 def still_accepted(services: Services, authorization: str) -> bool:

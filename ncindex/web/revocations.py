@@ -38,9 +38,11 @@ step that drops it (:meth:`~ncindex.web.session.UiSessions.refused`,
 user's next Login Flow or web login (``core/Service/LoginFlowV2Service.php`` ``flowDone`` →
 ``PublicKeyTokenProvider::generateToken`` → ``updatePasswords``: ``setPasswordInvalid(false)``),
 when that delete goes through; a marked entry's next 401 forgets it. One delete a day later, not
-one a minute: a delete of a revoked one is one more refused login from ncindex's own address
-(``Session::logClientIn`` → ``handleLoginFailed`` → ``Throttler::registerAttempt``), slowing
-every login ncindex makes from there — unless the
+one a minute: a delete of a revoked one is one more refused login
+(``Session::logClientIn`` → ``handleLoginFailed`` → ``Throttler::registerAttempt``), charged to
+the address of the caller whose request met the first 401 (:data:`REFUSED_MARK`) when Nextcloud
+trusts ncindex as a proxy, else to ncindex's own, slowing every login ncindex makes from there —
+unless the
 webhook admin says the account is disabled (:func:`account_disabled`: OCS answers a disabled
 account 401 too, and its app password works again once it is enabled), when it is kept, and a
 delete refused so keeps it due :data:`DISABLED_RETRY_SECONDS` later. A failed
@@ -60,6 +62,7 @@ not).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -94,15 +97,25 @@ REFUSED_RETRY_SECONDS = 24 * 3600
 """How long an entry whose app password Nextcloud answered 401 (for no disabled account) waits
 for its one more delete, seconds: a day, so that an app password whose stored login password
 expired — revived by the user's next Login Flow or web login — is deleted once they signed in
-again, while a revoked one's last try, one more refused login from ncindex's address, falls
-outside the 12 hours over which Nextcloud's brute-force protection counts the first
+again, while a revoked one's last try, one more refused login (charged to the caller's
+address: :data:`REFUSED_MARK`), falls outside the 12 hours over which Nextcloud's brute-force
+protection counts the first
 (nextcloud/server ``lib/private/Security/Bruteforce/Throttler.php`` ``getAttempts``,
 ``$maxAgeHours = 12``, which ``getDelay`` uses; read at 05fc7308, newer releases not read)."""
 REFUSED_MARK = "#401"
 """Appended to a credential, the field of :attr:`~ncindex.names.Names.ui_revoke_user` that
 says Nextcloud answered it 401 once already (:meth:`Revocations.delete`): a credential, a
 ``Basic`` header of a token68 (:func:`~ncindex.web.auth.normalized_authorization`), holds no
-``#``."""
+``#``. Its value is the address of the caller whose request met that 401 (``""``: none, or
+an entry written before it was kept), sent as ``X-Forwarded-For`` with the delete a day
+later: each delete of a revoked app password is one more refused login, which Nextcloud
+charges to that header's address when it trusts ncindex as a proxy (nextcloud/server
+``lib/private/AppFramework/Http/Request.php`` ``getRemoteAddress``), not to ncindex's own,
+whose every login it would slow down (``Session::logClientIn`` →
+``Throttler::sleepDelayOrThrowOnMax``) — a user who signs in with a Login Flow and revokes
+that app password in Nextcloud, again and again, charged one such refusal to ncindex's own
+address each time, a day later, and more than 10 within 30 minutes have Nextcloud refuse
+every login from it with 429 (``MaxDelayReached``)."""
 DISABLED_RETRY_SECONDS = 3600
 """How long an entry whose delete Nextcloud refused because its account is disabled waits
 before the sweep asks again, seconds: the account may stay disabled for long, and each ask is
@@ -122,9 +135,10 @@ LUA = (
     "local function forget(auth) redis.call('ZREM', RZ, auth) redis.call('HDEL', RO, auth) "
     f"redis.call('HDEL', RU, auth, auth .. '{REFUSED_MARK}') end "
     # answered 401 at `now` (a recorded credential only: a typed one never is): kept ownerless,
-    # due REFUSED_RETRY_SECONDS later, marked so that the next 401 forgets it
-    "local function refused(auth, now) if redis.call('ZSCORE', RZ, auth) then "
-    f"redis.call('HSET', RU, auth .. '{REFUSED_MARK}', 1) "
+    # due REFUSED_RETRY_SECONDS later, marked with the caller's address (`addr`, "" for none)
+    # so that the next 401 forgets it and that delete is charged to that address
+    "local function refused(auth, now, addr) if redis.call('ZSCORE', RZ, auth) then "
+    f"redis.call('HSET', RU, auth .. '{REFUSED_MARK}', addr) "
     f"revoke(auth, now + {REFUSED_RETRY_SECONDS * 1000}) end end "
 )
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
@@ -147,11 +161,12 @@ _DONE = (
     f"redis.call('HDEL', KEYS[3], ARGV[1], ARGV[1] .. '{REFUSED_MARK}') end return 1"
 )
 
-# KEYS sorted set, user hash; ARGV credential, ms → 1 when its entry is there and was not
-# marked refused: marked, and due ms later (REFUSED_MARK); else 0
+# KEYS sorted set, user hash; ARGV credential, ms, address ("" for none) → 1 when its entry is
+# there and was not marked refused: marked with the address, and due ms later (REFUSED_MARK);
+# else 0
 _REFUSED_ONCE = (
     "if not redis.call('ZSCORE', KEYS[1], ARGV[1]) or "
-    f"redis.call('HSETNX', KEYS[2], ARGV[1] .. '{REFUSED_MARK}', 1) == 0 then return 0 end "
+    f"redis.call('HSETNX', KEYS[2], ARGV[1] .. '{REFUSED_MARK}', ARGV[3]) == 0 then return 0 end "
     "redis.call('ZINCRBY', KEYS[1], ARGV[2], ARGV[1]) return 1"
 )
 
@@ -173,8 +188,11 @@ class Revocations:
         self.caller = caller
         self.disabled = disabled
 
-    def delete(self, authorization: str) -> bool:
-        """Delete the app password of ``authorization`` in Nextcloud: whether it was. Any
+    def delete(self, authorization: str, address: str | None = None) -> bool:
+        """Delete the app password of ``authorization`` in Nextcloud: whether it was,
+        charging a refusal to ``address`` (the caller's IP address, sent as
+        ``X-Forwarded-For``; default: the one its :data:`REFUSED_MARK` recorded, else none,
+        ncindex's own) and recording it with a first 401. Any
         answer of Nextcloud settles it and forgets its entry: deleted; a second 401 (the
         first one — revoked, or its login password expired, which a login revives — keeps it,
         marked, due :data:`REFUSED_RETRY_SECONDS` later: the module docstring); 403, no app
@@ -196,16 +214,19 @@ class Revocations:
         lookup fails). A failure to reach Nextcloud
         (``TransientError``: a timeout, 5xx, 423, 429) leaves it for :meth:`sweep`. Never
         raises for Redis or Nextcloud failures."""
-        return bool(self._delete(authorization))
+        return bool(self._delete(authorization, address))
 
-    def _delete(self, authorization: str) -> bool | None:
+    def _delete(self, authorization: str, address: str | None = None) -> bool | None:
         """:meth:`delete`, ``None`` when Nextcloud did not answer (the delete, or the lookup
         of a 401's account: its entry is already due an hour later)."""
+        client = self.caller(authorization)
+        client.forwarded_for = address or self._refused_from(authorization)
         try:
-            delete_app_password(self.caller(authorization))
+            delete_app_password(client)
         except PermanentError as exc:
             disabled = refused_with_401(exc) and self.disabled(self._user_of(authorization))
-            if disabled is False and refused_with_401(exc) and self._first_refusal(authorization):
+            first = disabled is False and refused_with_401(exc)
+            if first and self._first_refusal(authorization, address):
                 return False  # kept for one more delete (_first_refusal)
             if disabled is not False:  # disabled, or not told (no answer): asked again later
                 log.info("app_password_kept_account_disabled", told=disabled is True)
@@ -226,9 +247,21 @@ class Revocations:
             self.redis.call("eval", _DONE, len(self.keys), *self.keys, authorization)
         return deleted
 
-    def _first_refusal(self, authorization: str) -> bool:
+    def _refused_from(self, authorization: str) -> str | None:
+        """The IP address :data:`REFUSED_MARK` recorded for ``authorization``, else ``None``
+        (not marked, marked without one, or Redis not answering)."""
+        try:
+            marked = self.redis.call("hget", self.keys[2], authorization + REFUSED_MARK)
+        except redis.RedisError:
+            return None
+        try:
+            return str(ipaddress.ip_address((marked or b"").decode()))
+        except ValueError:
+            return None
+
+    def _first_refusal(self, authorization: str, address: str | None) -> bool:
         """Whether this 401 is the first Nextcloud gave ``authorization``'s delete (no
-        :data:`REFUSED_MARK` yet): then it is marked and its entry kept, due
+        :data:`REFUSED_MARK` yet): then it is marked, with ``address``, and its entry kept, due
         :data:`REFUSED_RETRY_SECONDS` later, for one more delete. An app password whose stored
         login password expired answers 401 as a revoked one does and is revived by the
         user's next login (see the module docstring); the second 401 forgets it. ``False``
@@ -236,7 +269,9 @@ class Revocations:
         later = (REFUSED_RETRY_SECONDS - RETRY_SECONDS) * 1000
         keys = (self.keys[0], self.keys[2])
         try:
-            kept = self.redis.call("eval", _REFUSED_ONCE, 2, *keys, authorization, later)
+            kept = self.redis.call(
+                "eval", _REFUSED_ONCE, 2, *keys, authorization, later, address or ""
+            )
         except redis.RedisError:
             return False
         if kept:

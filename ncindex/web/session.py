@@ -100,14 +100,15 @@ _CLAIM = (
 )
 # KEYS[1] session; ARGV claim, what becomes of the flow ('keep' only the claim ends, 'refused'
 # drop it kept for one more delete a day later: answered 401, 'revoke' drop it recorded to
-# delete), retry ms, the flow fields → 1, or 0 when the claim is not there
+# delete), retry ms, the caller's address ("" for none), the flow fields → 1, or 0 when the
+# claim is not there
 _RELEASE = (
     _NOW + LUA + _OURS + "if not ours(KEYS[1], ARGV[1]) then return 0 end "
     "if ARGV[2] == 'keep' then redis.call('HDEL', KEYS[1], 'flow_check') return 1 end "
     "local auth = redis.call('HGET', KEYS[1], 'flow_authorization') "
     "if auth and ARGV[2] == 'revoke' then revoke(auth, now + tonumber(ARGV[3])) "
-    "elseif auth then refused(auth, now) end "
-    "redis.call('HDEL', KEYS[1], unpack(ARGV, 4)) return 1"
+    "elseif auth then refused(auth, now, ARGV[4]) end "
+    "redis.call('HDEL', KEYS[1], unpack(ARGV, 5)) return 1"
 )
 # KEYS[1] session; ARGV retry ms, number of fields to drop, those fields, then field/value
 # pairs to set → the flow credential it dropped, recorded to delete ('' for none); nil: no
@@ -150,13 +151,14 @@ _REPLACE = (
     "if user then redis.call('HSET', RU, new, user) end "
     "elseif new then forget(new) end return out"
 )
-# KEYS[1] session; ARGV 1 when Nextcloud answered its credential 401, else 0 → signed out
+# KEYS[1] session; ARGV 1 when Nextcloud answered its credential 401, else 0, the caller's
+# address ("" for none: revocations.REFUSED_MARK) → signed out
 # (authorization, user, origin dropped); a recorded credential answered 401 kept for one more
 # delete a day later (revocations.REFUSED_RETRY_SECONDS), any other kept there for the sweep
 # (its owner, this session, no longer holds it)
 _REFUSED = (
     _NOW + LUA + "local auth = redis.call('HGET', KEYS[1], 'authorization') "
-    "if auth and ARGV[1] == '1' then refused(auth, now) end "
+    "if auth and ARGV[1] == '1' then refused(auth, now, ARGV[2]) end "
     "redis.call('HDEL', KEYS[1], 'authorization', 'user', 'origin') return 1"
 )
 # KEYS[1] session; ARGV retry ms → its flow credentials, recorded to delete (a list)
@@ -214,7 +216,7 @@ class UiSessions:
         if drop:
             self.redis.call("hdel", key, *drop)
 
-    def refused(self, session_id: str, *, invalid: bool) -> None:
+    def refused(self, session_id: str, *, invalid: bool, address: str | None = None) -> None:
         """Sign the session out because its credential was refused (a ``/v1/`` call answered
         401, or Nextcloud answered ``GET /ui/session``'s confirmation 401: the app password
         revoked): ``authorization``, ``user`` and ``origin`` go, the session stays (not signed
@@ -225,8 +227,9 @@ class UiSessions:
         its 401 then forgets it, as :meth:`release_flow` keeps a flow's credential refused so:
         its app password is revoked, or its stored login password expired — revived by the
         user's next login — and nothing tells the two apart; a delete of a revoked one is one
-        more refused login from ncindex's own address, which Nextcloud's brute-force
-        protection counts against every login ncindex makes from there (nextcloud/server
+        more refused login, charged to ``address`` when Nextcloud trusts ncindex as a proxy,
+        else to ncindex's own, which Nextcloud's brute-force protection counts against every
+        login ncindex makes from there (nextcloud/server
         ``lib/private/User/Session.php`` ``logClientIn`` → ``handleLoginFailed`` →
         ``lib/private/Security/Bruteforce/Throttler.php`` ``registerAttempt``), so one a day
         later, not one a minute. The caller
@@ -237,8 +240,9 @@ class UiSessions:
         known shape, a disabled account's 401 or WebDAV 503: the app password may stand) a
         Login Flow's credential keeps its entry, owned by this session, which no longer holds
         it: the sweep deletes it once due, as every app password no live session holds.
-        Either way the session is signed out."""
-        self._eval(_REFUSED, session_id, int(invalid))
+        Either way the session is signed out. ``address``: the caller's IP address, which the
+        delete a day later is charged to (:data:`~ncindex.web.revocations.REFUSED_MARK`)."""
+        self._eval(_REFUSED, session_id, int(invalid), address or "")
 
     def receive_flow(self, session_id: str, poll_token: str, authorization: str) -> str | None:
         """Store ``authorization``, just received for the flow of ``poll_token``, as
@@ -262,7 +266,13 @@ class UiSessions:
         return (authorization.decode(), claim) if authorization else None
 
     def release_flow(
-        self, session_id: str, claim: str, *, refused: bool, invalid: bool = False
+        self,
+        session_id: str,
+        claim: str,
+        *,
+        refused: bool,
+        invalid: bool = False,
+        address: str | None = None,
     ) -> bool:
         """End the caller's check of the flow's credentials without a sign-in: ``refused``
         forgets the flow, otherwise they stay for the next poll. A refused flow's credential
@@ -271,9 +281,10 @@ class UiSessions:
         one more delete a day later, as :meth:`refused` does, and the caller deletes nothing
         now: another refusal (a 403, a 404, an answer in no known shape) does not say the app
         password is gone. Whether the claim was still there (``False``: the sign-in was cancelled or
-        replaced meanwhile, nothing changed)."""
+        replaced meanwhile, nothing changed). ``address`` as :meth:`refused` takes it."""
         fate = "keep" if not refused else "refused" if invalid else "revoke"
-        return bool(self._eval(_RELEASE, session_id, claim, fate, _RETRY_MS, *FLOW_FIELDS))
+        addr = address or ""
+        return bool(self._eval(_RELEASE, session_id, claim, fate, _RETRY_MS, addr, *FLOW_FIELDS))
 
     def end_flow(self, session_id: str, **fields: str) -> str | None:
         """Forget the session's Login Flow (all :data:`FLOW_FIELDS`, a claim too: the poll

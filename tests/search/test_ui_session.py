@@ -12,6 +12,7 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -1218,6 +1219,55 @@ def test_a_session_whose_app_password_nextcloud_revoked_reads_signed_out(
     assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
 
 
+@pytest.mark.parametrize("noticed_by", ["/ui/session", "/v1/folders", "/ui/logout"])
+def test_the_delete_a_day_later_is_charged_to_the_caller_s_address(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, noticed_by: str
+) -> None:
+    """bob, at 203.0.113.7, signs in with a Login Flow and revokes that app password in
+    Nextcloud; the 401 that signs him out keeps it for one more delete a day later (7a655a2).
+    That delete, sent by beat's sweep, carried no ``X-Forwarded-For``: Nextcloud charged its
+    refused login to ncindex's own address, whose every login it then slows down (0.2 s,
+    doubling per refusal of the last 12 hours; 429 past 10 within 30 minutes:
+    ``Throttler::getDelay``, ``sleepDelayOrThrowOnMax``), so a user repeating this could
+    throttle ncindex's own accounts (failed on main: ``None``). The address of the request
+    that met the 401 is recorded with the mark and sent with that delete, as with every
+    request made for a caller; a sign-out's own delete (``/ui/logout``) sends it too."""
+    import ncindex.web.revocations as revocations_module
+    from ncindex.web.revocations import revocations
+
+    sent: list[str | None] = []
+    real = revocations_module.delete_app_password
+
+    def recorded(client: Any) -> None:
+        sent.append(client.forwarded_for)
+        real(client)
+
+    monkeypatch.setattr(revocations_module, "delete_app_password", recorded)
+    sim, client = stack.sim, stack.search.application.test_client()
+    client.environ_base["REMOTE_ADDR"] = "203.0.113.7"
+    csrf = sign_in_with_flow(stack, client, "bob")["csrf"]
+    assert sim.app_state["login_flows"].delete_app_password("bob", flow_password(stack, "bob"))
+    refused_by(client, noticed_by, csrf)
+    due_now(stack)
+    assert revocations(stack.services).sweep() == 0  # refused again, and forgotten
+    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 0
+    deletes = 2 if noticed_by == "/ui/logout" else 1  # the sign-out's, then the sweep's
+    assert sent == ["203.0.113.7"] * deletes, sent
+
+
+def refused_by(client: FlaskClient, noticed_by: str, csrf: str) -> None:
+    """Have the signed-in session of ``client`` meet Nextcloud's 401 of its app password
+    through ``noticed_by``: ``/ui/session``'s question, a ``/v1/`` call, or a sign-out's
+    delete (``/ui/logout``, ``csrf`` its token)."""
+    if noticed_by == "/ui/session":
+        assert session(client)["sign_in_ended"] is True
+    elif noticed_by == "/ui/logout":
+        out = client.post("/ui/logout", headers={CSRF_HEADER: csrf})
+        assert out.get_json() == {"app_password_deleted": False}
+    else:
+        assert client.get("/v1/folders").status_code == 401
+
+
 def refused_once_then_forgotten(stack: Stack, users: str) -> None:
     """The one entry of the record, whose credential Nextcloud answered 401, is kept ownerless
     and due :data:`~ncindex.web.revocations.REFUSED_RETRY_SECONDS` later (nothing sent before);
@@ -1258,13 +1308,7 @@ def test_an_app_password_whose_login_password_expired_is_deleted_once_revived(
     csrf = sign_in_with_flow(stack, client, "bob")["csrf"]
     made = flow_password(stack, "bob")
     sim.expire_app_password("bob", made)
-    if noticed_by == "/ui/session":
-        assert session(client)["sign_in_ended"] is True
-    elif noticed_by == "/ui/logout":
-        out = client.post("/ui/logout", headers={CSRF_HEADER: csrf})
-        assert out.get_json() == {"app_password_deleted": False}
-    else:
-        assert client.get("/v1/folders").status_code == 401
+    refused_by(client, noticed_by, csrf)
     assert session(client)["user"] is None  # signed out
     assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 1  # kept
     sign_in_with_flow(stack, client, "bob")  # revives it
