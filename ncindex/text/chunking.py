@@ -3,10 +3,12 @@
 Text is split recursively at the coarsest boundary that fits — headings and sections
 (markdown), blank-line paragraphs, lines, sentences, words, and characters only as a last
 resort — by ``semantic-text-splitter`` (``MarkdownSplitter`` for markdown, ``TextSplitter``
-otherwise), which measures candidate chunks with the dense model's own ``tokenizers``
-tokenizer. Sizes are tokens, not characters: all-MiniLM-L6-v2 reads at most 256 tokens
-(including its ``[CLS]``/``[SEP]``), so a chunk sized in characters could lose half its text
-in the dense vector.
+otherwise), which measures candidate chunks in the dense model's own ``tokenizers`` tokens,
+counted by :class:`~ncindex.text.token_spans.SubstringTokens` from one encoding of the whole
+text (the splitter's own sizer tokenised each candidate: 15–23 characters read per character
+of a paragraph on one line). Sizes are tokens, not characters: all-MiniLM-L6-v2 reads at most
+256 tokens (including its ``[CLS]``/``[SEP]``), so a chunk sized in characters could lose half
+its text in the dense vector.
 
 Every :class:`~ncindex.documents.Chunk` carries character offsets into the text it was cut
 from, ``text[chunk.char_start:chunk.char_end] == chunk.text``. semantic-text-splitter's
@@ -25,6 +27,7 @@ from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
 from ncindex.documents import Chunk
 from ncindex.embedding.models import load_tokenizer, model_max_tokens, ready_model
+from ncindex.text.token_spans import SubstringTokens
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -63,7 +66,7 @@ class Chunker:
     paragraph, say), so neighbours cut between paragraphs longer than the overlap share nothing.
     With ``attach_headings`` (markdown only), a chunk made only of headings is merged into the
     chunk after it when the result fits ``model_max_tokens``; such a chunk may then exceed
-    ``max_tokens`` by the heading's length. Thread-safe (the splitters are immutable).
+    ``max_tokens`` by the heading's length. Thread-safe (each call builds its own splitter).
     """
 
     def __init__(
@@ -86,12 +89,6 @@ class Chunker:
         self.overlap_tokens = overlap_tokens
         self.model_max_tokens = model_max_tokens
         self.attach_headings = attach_headings
-        self._text = TextSplitter.from_huggingface_tokenizer(
-            tokenizer, capacity, overlap=overlap_tokens, trim=True
-        )
-        self._markdown = MarkdownSplitter.from_huggingface_tokenizer(
-            tokenizer, capacity, overlap=overlap_tokens, trim=True
-        )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Chunker:
@@ -143,10 +140,15 @@ class Chunker:
         """
         if not text.strip():
             return []
-        splitter = self._markdown if markdown else self._text
         read = text
         if markdown:
             read = _LITERAL_LESS_THAN.sub("%", text.translate(_NOT_INLINE_MARKUP))
+        tokens = SubstringTokens(self._tokenizer, read)
+        # a splitter per text: its sizer knows the text's encoding (building one is cheap)
+        kind = MarkdownSplitter if markdown else TextSplitter
+        splitter = kind.from_callback(
+            tokens, self.max_tokens, overlap=self.overlap_tokens, trim=True
+        )
         chunks: list[Chunk] = []
         for start, piece in splitter.chunk_indices(read):
             end = start + len(piece)

@@ -9,9 +9,12 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from semantic_text_splitter import MarkdownSplitter, TextSplitter
+from tokenizers import Encoding, Tokenizer
 
+from ncindex.embedding.models import load_tokenizer
 from ncindex.settings import Settings
-from ncindex.text.chunking import Chunker
+from ncindex.text.chunking import _LITERAL_LESS_THAN, _NOT_INLINE_MARKUP, Chunker
 
 WORDS = [
     "the",
@@ -294,3 +297,78 @@ def test_offsets_property(make_chunker, text: str, markdown: bool) -> None:
     if not text.strip():
         assert chunks == []
     check_chunks(chunker, text, chunks)
+
+
+# --- the splitter sizes candidates from one encoding of the text ------------------------------
+
+
+@pytest.fixture(scope="module")
+def tokenizer(text_model_paths) -> Tokenizer:
+    return load_tokenizer(text_model_paths.dense_dir)
+
+
+class CountingTokenizer:
+    """The chunker's tokenizer, counting the characters it is asked to encode."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
+        self.chars = 0
+
+    def encode(self, text: str, **kwargs: bool) -> Encoding:
+        self.chars += len(text)
+        return self._tokenizer.encode(text, **kwargs)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._tokenizer, name)
+
+
+@pytest.mark.parametrize("markdown", [False, True])
+def test_characters_tokenised_grow_linearly_with_one_long_line(
+    tokenizer: Tokenizer, markdown: bool
+) -> None:
+    # A paragraph on one line (a .txt file, a format=flowed mail) gives the splitter no
+    # boundary above sentences; it tokenised each candidate chunk from the chunk's start,
+    # 15-23 characters per character of text and more the longer the text. Now the text is
+    # encoded once (the markdown heading check encodes a merged heading and chunk as well).
+    # Fails on the old code: its splitter tokenised in Rust, the counter saw nothing.
+    counting = CountingTokenizer(tokenizer)
+    chunker = Chunker(counting, max_tokens=200, overlap_tokens=32, model_max_tokens=256)  # type: ignore[arg-type]
+    read = []
+    for paragraphs in (60, 240):  # about 30,000 and 120,000 characters
+        text = " ".join(prose(random.Random(paragraphs), paragraphs).split())
+        counting.chars = 0
+        chunks = chunker.chunk_text(text, markdown=markdown)
+        assert len(chunks) >= paragraphs // 3
+        read.append(counting.chars / len(text))
+    assert all(1 <= per_char < 1.1 for per_char in read), read
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(text=_texts, markdown=st.booleans(), sizes=st.sampled_from([(16, 4), (40, 0), (24, 23)]))
+def test_chunks_are_those_of_the_splitter_tokenising_each_candidate(
+    make_chunker, tokenizer: Tokenizer, text: str, markdown: bool, sizes: tuple[int, int]
+) -> None:
+    # guard (passes on the old code, which was this reference): counting from one encoding
+    # gives the chunks of semantic-text-splitter's own tokenizer sizer, cut for cut
+    chunker = make_chunker(*sizes)
+    kind = MarkdownSplitter if markdown else TextSplitter
+    reference = kind.from_huggingface_tokenizer(
+        tokenizer, chunker.max_tokens, overlap=sizes[1], trim=True
+    )
+    read = _LITERAL_LESS_THAN.sub("%", text.translate(_NOT_INLINE_MARKUP)) if markdown else text
+    expected = [(s, s + len(p)) for s, p in reference.chunk_indices(read) if p.strip()]
+    chunks = chunker.chunk_text(text, markdown=markdown)
+    if markdown:  # headings-only chunks merged into the next: compare the cuts the splitter made
+        assert {c.char_end for c in chunks} <= {end for _, end in expected}
+        chunks = Chunker(
+            tokenizer,
+            max_tokens=sizes[0],
+            overlap_tokens=sizes[1],
+            model_max_tokens=chunker.model_max_tokens,
+            attach_headings=False,
+        ).chunk_text(text, markdown=True)
+    assert [(c.char_start, c.char_end) for c in chunks] == expected

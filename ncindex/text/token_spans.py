@@ -1,0 +1,134 @@
+"""Token counts of a text's substrings from one encoding of the whole text (DESIGN §8).
+
+The splitter sizes every candidate chunk by tokenising it. A candidate starts at the chunk's
+start and is about a chunk long, but a paragraph on one line gives the splitter no boundary
+between sentences and chunk, so it tries several candidates per chunk, each tokenised from
+its start: measured on SciFact prose, 15–23 characters tokenised per character of text on one
+line (7 when wrapped), the more the longer the text.
+
+:class:`SubstringTokens` encodes the whole text once and answers each candidate from the
+token offsets of that encoding, by bisection. The answer is the same as tokenising the
+candidate alone when neither end of the candidate falls strictly inside one *word* of the
+encoding (a pre-token: for BERT's ``BertPreTokenizer`` a run between whitespace and
+punctuation, or one punctuation or CJK character): WordPiece tokenises each word alone, and
+BERT's normaliser works character by character — clean-up, CJK spacing and lower-casing per
+character, accent stripping by NFD (which reorders only runs of combining marks, inside one
+word) then dropping nonspacing marks — so a word's tokens do not depend on the text around it
+(huggingface/tokenizers ``tokenizers/src/normalizers/bert.rs`` ``BertNormalizer::normalize``,
+``tokenizers/src/tokenizer/normalizer.rs`` ``NormalizedString::lowercase``,
+``tokenizers/src/pre_tokenizers/bert.rs``). A candidate cut inside a word — the splitter's
+character level, an unbreakable string — or one whose place in the text is not found is
+tokenised alone, as before. Property tests check the equality against tokenising each piece
+(``tests/text/test_token_spans.py``) and the chunks against the splitter's own tokenizer sizer
+(``tests/text/test_chunking.py``).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import deque
+from typing import TYPE_CHECKING
+
+from tokenizers.models import WordPiece
+from tokenizers.normalizers import BertNormalizer
+from tokenizers.pre_tokenizers import BertPreTokenizer
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+# Where the splitter's next candidates start and end: its binary search tries candidates from
+# one start, its overlap search candidates to one end, and the next chunk starts at one of
+# those; a few recent places find nearly every candidate without a search.
+_RECENT = 32
+
+
+class SubstringTokens:
+    """Counts of ``tokenizer``'s tokens (no special tokens) in substrings of ``text``.
+
+    Call it with a substring of ``text``: the number of tokens
+    ``tokenizer.encode(piece, add_special_tokens=False)`` gives. The tokenizer must not
+    truncate or pad. A tokenizer other than BERT's (``BertNormalizer`` or none,
+    ``BertPreTokenizer``, ``WordPiece``) tokenises every piece alone. Not thread-safe: one
+    instance per text and thread.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, text: str) -> None:
+        self._tokenizer = tokenizer
+        self._text = text
+        self._recent_starts: deque[int] = deque(maxlen=_RECENT)
+        self._recent_ends: deque[int] = deque(maxlen=_RECENT)
+        # per word of the text: its first and last character, and the number of tokens of the
+        # words before it (``_before[len(words)]`` is the total)
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._before = [0]
+        self._usable = (
+            isinstance(tokenizer.normalizer, BertNormalizer | None)
+            and isinstance(tokenizer.pre_tokenizer, BertPreTokenizer)
+            and isinstance(tokenizer.model, WordPiece)
+        )
+        if self._usable:
+            self._read_words(text)
+
+    def _read_words(self, text: str) -> None:
+        """Encode ``text`` once and keep its words' places and token counts."""
+        encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        last_word: int | None = None
+        for word, (start, end) in zip(encoding.word_ids, encoding.offsets, strict=True):
+            if word is not None and word == last_word:
+                self._ends[-1] = max(self._ends[-1], end)
+                self._before[-1] += 1
+                continue
+            if word is None or start >= end or (self._ends and start < self._ends[-1]):
+                self._usable = False  # not words one after another: count nothing from spans
+                break
+            self._starts.append(start)
+            self._ends.append(end)
+            self._before.append(self._before[-1] + 1)
+            last_word = word
+
+    def __call__(self, piece: str) -> int:
+        """Tokens in ``piece`` (any string; one not found in the text is tokenised alone)."""
+        if self._usable:
+            start = self._locate(piece)
+            if start is not None:
+                end = start + len(piece)
+                self._recent_starts.append(start)
+                self._recent_ends.append(end)
+                count = self._count(start, end)
+                if count is not None:
+                    return count
+        return len(self._tokenizer.encode(piece, add_special_tokens=False).ids)
+
+    def _locate(self, piece: str) -> int | None:
+        """A place of ``piece`` in the text (any one: the count depends on the words there,
+        which :meth:`_count` checks), tried first where recent pieces started or ended, then
+        searched for near them (``None`` when not there: the piece is then tokenised)."""
+        text = self._text
+        for start in reversed(self._recent_starts):
+            if text.startswith(piece, start):
+                return start
+        for end in reversed(self._recent_ends):
+            start = end - len(piece)
+            if start >= 0 and text.startswith(piece, start):
+                return start
+        # a bounded search: the work per piece stays in proportion to the pieces' lengths
+        low, high = 0, len(text)
+        if self._recent_starts:
+            low = max(0, min(self._recent_starts) - 2 * len(piece))
+            high = max(self._recent_ends) + 2 * len(piece)
+        found = text.find(piece, low, high)
+        return found if found >= 0 else None
+
+    def _count(self, start: int, end: int) -> int | None:
+        """Tokens of the words within ``text[start:end]``; ``None`` when ``start`` or ``end``
+        falls strictly inside a word (the piece then tokenises differently)."""
+        starts, ends = self._starts, self._ends
+        left = bisect_right(starts, start) - 1
+        if left >= 0 and starts[left] < start < ends[left]:
+            return None
+        right = bisect_left(starts, end)  # words starting before ``end``
+        if right > 0 and starts[right - 1] < end < ends[right - 1]:
+            return None
+        first = bisect_left(starts, start)
+        return max(0, self._before[right] - self._before[first])

@@ -1,0 +1,62 @@
+"""Token counts of substrings from one encoding of the whole text (``SubstringTokens``)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+
+from ncindex.embedding.models import ModelPaths, load_tokenizer
+from ncindex.text.token_spans import SubstringTokens
+
+# what a word of BERT's tokenizer is made of, and what could make a piece tokenise differently
+# from the same characters inside the text: accents and combining marks, final sigma, dotted
+# capital I, CJK and Thai, emoji sequences, format and control characters, the tokenizer's
+# own special tokens, and a word longer than WordPiece's 100 characters (one [UNK])
+_pieces = st.one_of(
+    st.text(min_size=1, max_size=8),
+    st.sampled_from(
+        [" ", "  ", "\n", "\n\n", "\t", ".", ",", "'", '"', "-", "_", "#", "$", "<", "(", ")"]
+    ),
+    st.sampled_from(["word", "tokenizer", "Σίσυφος", "ΣΑΣ", "İstanbul", "straße", "naïve"]),
+    st.sampled_from(
+        ["e\u0301", "\u0301", "\u0316", "\u200d", "\u200b", "\u00ad", "\x00", "\ufffd"]
+    ),
+    st.sampled_from(["東京大学", "한국어", "ภาษาไทย", "😀", "👍🏽", "👩\u200d💻", "🇩🇪"]),
+    st.sampled_from(["[SEP]", "[CLS]", "[MASK]", "[UNK]", "##ing", "x" * 120]),
+)
+_texts = st.lists(_pieces, max_size=120).map("".join)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(text_model_paths: ModelPaths) -> Tokenizer:
+    return load_tokenizer(text_model_paths.dense_dir)
+
+
+def _tokens(tokenizer: Tokenizer, piece: str) -> int:
+    return len(tokenizer.encode(piece, add_special_tokens=False).ids)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=_texts, seed=st.integers(0, 2**32))
+def test_counts_equal_tokenising_each_piece(tokenizer: Tokenizer, text: str, seed: int) -> None:
+    count = SubstringTokens(tokenizer, text)
+    rng = random.Random(seed)
+    for _ in range(30):
+        start = rng.randint(0, len(text))
+        end = rng.randint(start, len(text))
+        piece = text[start:end]
+        assert count(piece) == _tokens(tokenizer, piece), (start, end)
+    assert count("not in the text at all") == _tokens(tokenizer, "not in the text at all")
+
+
+def test_pieces_at_word_edges_and_inside_words(tokenizer: Tokenizer) -> None:
+    text = "Alpha beta, gamma. Delta epsilon — zeta eta theta. " * 50
+    count = SubstringTokens(tokenizer, text)
+    assert count(text[0:18]) == _tokens(tokenizer, "Alpha beta, gamma.")
+    assert count(text[6:200]) == _tokens(tokenizer, text[6:200])
+    # cut inside a word: "lpha" tokenises alone, differently from its place in "Alpha"
+    assert count(text[1:18]) == _tokens(tokenizer, text[1:18])
