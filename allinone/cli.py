@@ -1544,6 +1544,7 @@ def _print_status(data: dict[str, Any]) -> None:
     from allinone.status_view import (
         analyzer_lines,
         duration,
+        extraction_lines,
         index_rebuild_lines,
         optimizer_lines,
         other_namespaces_line,
@@ -1605,6 +1606,8 @@ def _print_status(data: dict[str, Any]) -> None:
             "what Qdrant can change in place)"
         )
     for line in analyzer_lines(data["analyzer"]):
+        click.echo(line)
+    for line in extraction_lines(data["outdated_extraction"]):
         click.echo(line)
     for key, entry in letters.items():
         click.echo(f"  {key} ({entry['type']}, {entry['size']}): {entry['sample']}")

@@ -531,12 +531,16 @@ class ScanState:
 
     def record(self, report: ScanReport) -> None:
         """Store ``report``'s summary as the last scan, with ``in_sync_at``: the start of the
-        last clean scan (kept from the previous record when this one was not clean)."""
+        last clean scan (kept from the previous record when this one was not clean). A failed
+        scan (``error``) compared nothing: it keeps the previous record's ``outdated``, the
+        documents still to be read again (``ncindex status``'s "extraction:" line)."""
         summary = report.summary()
         previous = self.last() or {}
         summary["in_sync_at"] = (
             int(report.started_at) if report.clean else previous.get("in_sync_at")
         )
+        if report.error is not None:
+            summary["outdated"] = previous.get("outdated", 0)
         self.redis.hset(self.last_scans, self.field, json.dumps(summary))
 
 

@@ -7,10 +7,13 @@ changed, so an upgrade never reached it."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from allinone.cli import main
 from allinone.status_view import extraction_lines
 from ncindex.documents import DocType, text_hash
 from ncindex.index.indexing import Indexer
@@ -191,3 +194,49 @@ def test_a_news_item_read_by_an_older_html_extraction_is_read_again(rstack: Stac
     assert [(c.doc_id, c.reason) for c in dry.reread] == [(str(item), "extractor")]
     rstack.reconcile(["alice"])
     assert first_payload(rstack, key)["extractor_version"] == 1
+
+
+def test_ncindex_status_prints_the_documents_an_older_extraction_read(rstack: Stack) -> None:
+    """The README's "extraction: N documents read by an older extractor" line of ``ncindex
+    status``: only ``--watch``'s frame had it, the printed status (and so an admin checking an
+    upgrade in a shell or a cron job) said nothing of the documents being read again."""
+    sim = rstack.sim
+    sim.put_file("alice", "/Mail/rota.eml", LETTER)
+    rstack.settle()
+    letter = f"file:{sim.file_id('alice', '/Mail/rota.eml')}"
+    as_before_the_fields(rstack, letter, text=OLD_TEXT, content_hash=text_hash(OLD_TEXT))
+    rstack.reconcile(["alice"])  # finds it outdated, and reads it again
+    env = {
+        "NCINDEX_REDIS_URL": rstack.settings.redis_url,
+        "NCINDEX_NAMESPACE": rstack.settings.namespace,
+        "NCINDEX_ACCOUNTS": '{"alice": "pw"}',
+    }
+    result = CliRunner().invoke(main, ["status"], env=env)
+    assert result.exit_code == 0, result.output
+    line = "extraction: 1 document read by an older extractor, being read again by the scans"
+    assert line in result.output.splitlines(), result.output
+    result = CliRunner().invoke(main, ["status", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["outdated_extraction"] == 1
+
+
+def test_a_failed_scan_keeps_the_count_of_the_documents_left_to_read_again(
+    rstack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scan that fails (Nextcloud in maintenance mode: what an upgrade of Nextcloud beside
+    ncindex's shows) compared nothing; its summary said ``outdated`` 0, so ``ncindex status``
+    dropped the "extraction:" line while every document it counted still waited."""
+    sim = rstack.sim
+    for i in range(3):
+        sim.put_file("alice", f"/Mail/m{i}.eml", LETTER.replace("rota", f"rota {i}"))
+    rstack.settle()
+    monkeypatch.setattr(versions, "EXTRACTOR_VERSIONS", {**versions.EXTRACTOR_VERSIONS, "eml": 2})
+    rstack.settings.reconcile_page_requests = 1
+    rec = Reconciler(rstack.services, Indexer(rstack.services), Recorder())
+    assert rec.scan("alice", DocType.FILE).outdated == 3
+    sim.maintenance = True
+    failed = rec.scan("alice", DocType.FILE)
+    assert failed.error is not None and failed.outdated == 0
+    status = collect_status(rstack.services.redis, rstack.settings.names)
+    assert status["scans"]["alice:file"]["error"] == failed.error
+    assert status["outdated_extraction"] == 3
