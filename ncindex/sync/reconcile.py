@@ -947,12 +947,16 @@ class Reconciler:
         :data:`RETRY_UNINDEXABLE_SECONDS` while it stays outdated (its task still queued, or
         failed); at most ``reconcile_page_requests`` are in flight per user and doc type
         (each costs Nextcloud a look-up by id and a download: about as much as a page of the
-        listing), the longest indexed first. A scan of a release that bumped a format thus
-        re-reads that many documents of the user, and the next scans the rest. ``tried`` is
-        :meth:`_compare`'s, written once the tasks are queued."""
+        listing), the longest indexed first — but those sent before and still outdated when
+        their hold ended (a task that failed, a worker of the previous release) after all
+        that were never sent, their mark kept until they are sent again: otherwise, being
+        the longest indexed, that many documents that never take would be the only ones sent.
+        A scan of a release that bumped a format thus re-reads that many documents of the
+        user, and the next scans the rest. ``tried`` is :meth:`_compare`'s, written once the
+        tasks are queued."""
         busy = {c.doc_id for c in report.index + report.remove + report.waiting + report.held}
         held = 0
-        due: list[tuple[int, str, ManifestEntry]] = []
+        due: list[tuple[bool, int, str, ManifestEntry]] = []
         for doc_id, entry in manifest.items():
             if doc_id in busy or not outdated(
                 entry.extractor, entry.extractor_version, entry.mime_type, entry.path
@@ -967,13 +971,15 @@ class Reconciler:
             report.outdated += 1
             mark = f"{REREAD}{entry.etag or ''}"
             etag, at = tried_before.get(doc_id, (None, 0.0))
-            if etag == mark and now - at < RETRY_UNINDEXABLE_SECONDS:
-                tried[doc_id] = (etag, at)
-                held += 1
-                continue
-            due.append((entry.indexed_at or 0, doc_id, entry))
+            again = etag == mark
+            if again:  # kept: held while recent, and after the others once the hold ends
+                tried[doc_id] = (mark, at)
+                if now - at < RETRY_UNINDEXABLE_SECONDS:
+                    held += 1
+                    continue
+            due.append((again, entry.indexed_at or 0, doc_id, entry))
         room = max(0, self.settings.reconcile_page_requests - held)
-        for _, doc_id, entry in sorted(due)[:room]:
+        for _, _, doc_id, entry in sorted(due)[:room]:
             report.reread.append(Change(doc_id, "extractor", entry.path, entry.path))
             tried[doc_id] = (f"{REREAD}{entry.etag or ''}", now)
 

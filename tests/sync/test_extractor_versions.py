@@ -17,7 +17,7 @@ from allinone.cli import main
 from allinone.status_view import extraction_lines
 from ncindex.documents import DocType, text_hash
 from ncindex.index.indexing import Indexer
-from ncindex.sync.reconcile import Reconciler, ScanState
+from ncindex.sync.reconcile import RETRY_UNINDEXABLE_SECONDS, Reconciler, ScanState
 from ncindex.sync.status import collect_status
 from ncindex.text import versions
 from support import Stack
@@ -77,6 +77,20 @@ def as_before_the_fields(stack: Stack, doc_key: str, **payload: Any) -> None:
     stack.services.store.set_payload(
         doc_key, {"extractor": None, "extractor_version": None, **payload}
     )
+
+
+def letters_bumped(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, *, letters: int, in_flight: int
+) -> Reconciler:
+    """``letters`` e-mails of alice's indexed, then a release that bumps ``eml`` to 2 with
+    ``in_flight`` re-reads at a time (``reconcile_page_requests``): the reconciler to scan
+    with, whose tasks are recorded and never run (as if they failed)."""
+    for i in range(letters):
+        stack.sim.put_file("alice", f"/Mail/m{i}.eml", LETTER.replace("rota", f"rota {i}"))
+    stack.settle()
+    monkeypatch.setattr(versions, "EXTRACTOR_VERSIONS", {**versions.EXTRACTOR_VERSIONS, "eml": 2})
+    stack.settings.reconcile_page_requests = in_flight
+    return Reconciler(stack.services, Indexer(stack.services), Recorder())
 
 
 def test_an_upgrade_rereads_a_file_its_extraction_improves_not_the_others(rstack: Stack) -> None:
@@ -226,17 +240,34 @@ def test_a_failed_scan_keeps_the_count_of_the_documents_left_to_read_again(
     """A scan that fails (Nextcloud in maintenance mode: what an upgrade of Nextcloud beside
     ncindex's shows) compared nothing; its summary said ``outdated`` 0, so ``ncindex status``
     dropped the "extraction:" line while every document it counted still waited."""
-    sim = rstack.sim
-    for i in range(3):
-        sim.put_file("alice", f"/Mail/m{i}.eml", LETTER.replace("rota", f"rota {i}"))
-    rstack.settle()
-    monkeypatch.setattr(versions, "EXTRACTOR_VERSIONS", {**versions.EXTRACTOR_VERSIONS, "eml": 2})
-    rstack.settings.reconcile_page_requests = 1
-    rec = Reconciler(rstack.services, Indexer(rstack.services), Recorder())
+    rec = letters_bumped(rstack, monkeypatch, letters=3, in_flight=1)
     assert rec.scan("alice", DocType.FILE).outdated == 3
-    sim.maintenance = True
+    rstack.sim.maintenance = True
     failed = rec.scan("alice", DocType.FILE)
     assert failed.error is not None and failed.outdated == 0
     status = collect_status(rstack.services.redis, rstack.settings.names)
     assert status["scans"]["alice:file"]["error"] == failed.error
     assert status["outdated_extraction"] == 3
+
+
+def test_documents_whose_reread_did_not_take_go_after_those_never_sent(
+    rstack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Documents sent a day ago and still outdated (their tasks failed: nothing runs them
+    here) were due again ahead of all the others, being the longest indexed: as many such
+    documents as ``reconcile_page_requests`` kept every other outdated document of the user
+    from ever being read again. They go after those never sent now."""
+    rec = letters_bumped(rstack, monkeypatch, letters=4, in_flight=2)
+    state = ScanState(rstack.services.redis, "alice", DocType.FILE, rstack.settings.names)
+
+    def a_day_later() -> None:
+        day = RETRY_UNINDEXABLE_SECONDS
+        state.set_tried({k: (etag, at - day) for k, (etag, at) in state.tried().items()})
+
+    first = {c.doc_id for c in rec.scan("alice", DocType.FILE).reread}
+    a_day_later()
+    second = {c.doc_id for c in rec.scan("alice", DocType.FILE).reread}
+    assert len(first) == len(second) == 2 and not first & second, (first, second)
+    a_day_later()
+    third = rec.scan("alice", DocType.FILE)  # all four sent before now: the longest indexed
+    assert third.outdated == 4 and len(third.reread) == 2
