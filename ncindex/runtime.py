@@ -79,7 +79,10 @@ class Services:
     """Lazily built clients for one process. ``http_transport`` replaces the network for the
     Nextcloud client (tests); ``store`` and ``embedder`` may be handed in to share them: they
     are those of ``Settings.dense_model`` (see
-    :class:`~ncindex.embedding.live_models.LiveModels`)."""
+    :class:`~ncindex.embedding.live_models.LiveModels`). ``load_model`` false leaves the live
+    dense model unloaded until something embeds (a Celery worker:
+    :func:`workers.celery_app.create_celery`); true loads it with the first read of the
+    store, off the request path of a process serving searches."""
 
     def __init__(
         self,
@@ -88,8 +91,10 @@ class Services:
         http_transport: httpx.BaseTransport | None = None,
         store: VectorStore | None = None,
         embedder: Embedder | None = None,
+        load_model: bool = True,
     ) -> None:
         self.settings = settings
+        self._load_model = load_model
         self._http_transport = http_transport
         self._lock = threading.RLock()
         self._given_store = store
@@ -124,6 +129,7 @@ class Services:
                 store=self._given_store,
                 embedder=self._given_embedder,
                 on_rebuild=self.note_rebuild,
+                load_live=self._load_model,
             )
 
     def note_rebuild(self, rebuild: IndexRebuild, done: bool) -> None:
@@ -148,8 +154,9 @@ class Services:
 
     @property
     def embedder(self) -> Embedder:
-        """The live model's embedder, loaded (the thread's pinned view inside
-        :meth:`LiveModels.pinned`)."""
+        """The live model's embedder (the thread's pinned view inside
+        :meth:`LiveModels.pinned`): loaded unless ``load_model`` was false, when it loads at
+        its first embedding."""
         return self.models.view().embedder
 
     @property

@@ -23,7 +23,9 @@ def create_celery(settings: Settings, services: Services | None = None) -> Celer
     ``Worker.workloop``, ``billiard/compat.py`` ``mem_rss``). The threads and solo pools
     ignore it.
 
-    ``services`` (built from ``settings`` when omitted) is what the tasks use; it is stored on
+    ``services`` (built from ``settings`` when omitted, its dense model loaded at the first
+    embedding, not at the first read of the store: a light worker, which never embeds, never
+    loads it) is what the tasks use; it is stored on
     the app as ``app.ncindex_services``, with the :class:`Indexer` on it as ``app.ncindex_indexer``.
     """
     app = celery_app(settings)
@@ -36,6 +38,6 @@ def create_celery(settings: Settings, services: Services | None = None) -> Celer
         "workers.session_tasks",
     )
     # the tasks' services (workers/base.py reads them back, typed); Celery has no typed slot
-    app.ncindex_services = services = services or Services(settings)  # type: ignore[attr-defined]
+    app.ncindex_services = services = services or Services(settings, load_model=False)  # type: ignore[attr-defined]
     app.ncindex_indexer = Indexer(services)  # type: ignore[attr-defined]
     return app

@@ -35,6 +35,7 @@ from ncindex.index.indexing import BatchResult, Indexer
 from ncindex.index.locks import document_locks
 from ncindex.index.steps import Outcome
 from ncindex.ingest.events import index_folder, resolve_node
+from ncindex.ingest.events import index_node as index_node_action
 from ncindex.ingest.queueing import PUBLISH_RETRY, clear_debounce, enqueue
 from ncindex.progress import FailingDocuments, Progress
 from ncindex.settings import Settings
@@ -447,11 +448,23 @@ def move_path(
 ) -> str:
     """A file or folder moved from ``source`` to ``target`` in ``user``'s view: the shares
     the share poll keeps for ``user`` that it moves are noted first
-    (:func:`ncindex.sync.shares.note_move`), then its documents are re-pathed."""
+    (:func:`ncindex.sync.shares.note_move`), then its documents are re-pathed, without
+    embedding (:meth:`~ncindex.index.indexing.Indexer.move_path`; this task runs on the
+    ``ingest`` queue, in the light worker group, which does not load the dense model); the
+    files whose re-read may embed go to ``ncindex.index_node`` on the ``index`` queue,
+    debounced like the receiver's."""
     indexer = _start(self, debounce_key)
     note_move(indexer, user, source, target)
     with refused_account(indexer, user):
         outcome = indexer.move_path(user, source, target, file_id)
+    settings = indexer.settings
+    enqueue(
+        self.app,
+        indexer.services.redis,
+        [index_node_action(user, i) for i in outcome.reindex],
+        settings.debounce_seconds,
+        keys=settings.names,
+    )
     _walk_folder(self, user, outcome)
     if file_id is not None:
         _ask_viewers(self, user, file_id, outcome)
@@ -500,7 +513,6 @@ def evict_document(
     with refused_account(indexer, user), indexer.lock(f"{doc_type}:{doc_id}"):
         outcome = indexer.evict_document(user, doc_type, doc_id)
     return _done(outcome)
-
 
 @shared_task(bind=True, base=NcindexTask, name=names.INDEX_NEWS, **RETRY)
 def index_news(self: NcindexTask, user: str, feed_id: int | None = None) -> dict[str, int]:

@@ -90,7 +90,12 @@ class LiveModels:
 
     ``store`` and ``embedder``, when given, are those of ``Settings.dense_model`` (tests and the
     evaluation hand theirs in); other models are opened beside them. ``on_rebuild`` is told
-    of each payload index a collection's ``ensure_collection`` makes again. Raises ``ModelError``
+    of each payload index a collection's ``ensure_collection`` makes again. ``load_live``: a
+    read of the pointers loads the live model's dense model at once, off the request path of
+    a process that serves searches (every query embeds); without it the dense model loads at
+    its first embedding, so a worker that only reads and re-paths the store (the light
+    worker group: moves, evictions, scans) never holds it (a light pool process peaked at
+    501 MiB on a move with it, 274 MiB without). Raises ``ModelError``
     when a model named by the pointers cannot be found or loaded, ``StoreUnavailable`` when the
     store fails.
     """
@@ -102,9 +107,11 @@ class LiveModels:
         store: VectorStore | None = None,
         embedder: Embedder | None = None,
         on_rebuild: RebuildHook | None = None,
+        load_live: bool = True,
     ) -> None:
         self.settings = settings
         self._on_rebuild = on_rebuild
+        self._load_live = load_live
         self._default = model_slug(settings.dense_model)
         self._root = store or open_store(settings, model_slug=self._default)
         self._given_store = store
@@ -181,7 +188,8 @@ class LiveModels:
         if self._view is not None and self._view.pointers != pointers:
             log.info("models_changed", active=pointers.active, mirror=pointers.mirror)
         live = self.handle(pointers.active)
-        live.embedder.load()  # off the request path: the live model serves every search
+        if self._load_live:  # off the request path: the live model serves every search
+            live.embedder.load()
         mirror = self.handle(pointers.mirror) if pointers.mirror else None
         return LiveView(live, mirror, pointers)
 

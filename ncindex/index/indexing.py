@@ -940,11 +940,17 @@ class Indexer:
 
     def move_path(self, user: str, source: str, target: str, file_id: int | None) -> Outcome:
         """A file or folder moved from ``source`` to ``target`` in ``user``'s view: re-path
-        every document under it without re-embedding (each is re-read by id, so its new path
-        comes from Nextcloud); documents whose type changes (moved into or out of the notes
-        folder) and a file not yet indexed are indexed afresh. A folder comes back as
-        ``folder`` (with its new path): what was not indexed below it (moved in from an
-        excluded path, say) is for the caller to walk.
+        every document under it (each is re-read by id, so its new path comes from
+        Nextcloud), writing payloads only — nothing here embeds, so the light worker group
+        (the ``ingest`` queue) runs it without the dense model. What may need embedding is
+        left to the caller, as file ids in the outcome's ``reindex``, to re-read on the
+        ``index`` queue (:meth:`index_node`): a document whose type changes (moved into or
+        out of the notes folder: a new doc key, embedded afresh); a note, whose title and
+        category come from the Notes API (its path is updated here at once; the re-read is
+        one conditional GET, embedding only a text that changed); and ``file_id`` when the
+        index held nothing of it (a file moved in from an excluded path, or not indexed
+        yet). A folder comes back as ``folder`` (with its new path): what was not indexed
+        below it (moved in from an excluded path, say) is for the caller to walk.
 
         The outcome's ``viewers`` are the other accounts that may see ``target`` — those who
         see the documents under its nearest folder holding others than the moved ones
@@ -953,11 +959,13 @@ class Indexer:
         dispatches the rename once, in the mover's view (nextcloud/server
         ``lib/private/Files/Node/HookConnector.php`` ``postRename``), so a file moved into a
         folder shared with them, or within one, reaches them only so (a folder's id makes them
-        walk it in their own view)."""
+        walk it in their own view). A file the index did not hold gets none: its
+        :meth:`index_node` on the ``index`` queue asks for a document new to the index."""
         client = self.services.account(user)
         moved_self = False
         moved: set[str] = set()  # doc keys
         holders: set[str] = set()  # the accounts that held them (their paths)
+        reindex: list[int] = []  # file ids for the index queue
         for payload in self.access.under(user, source):
             moved.add(payload["doc_key"])
             holders.update(payload.get("paths") or {})
@@ -969,24 +977,23 @@ class Indexer:
                 except NotFound:
                     self.access.remove(user, ref)
                     continue
-                if not SOURCES[ref.doc_type].title_from_path or self.classify(client, entry) != ref:
-                    # a note's title and category come from the Notes API (one conditional
-                    # GET, no embedding when the text is unchanged)
-                    self.index_node(user, int(ref.doc_id))
+                if self.classify(client, entry) != ref:  # a new document: embedded afresh
+                    reindex.append(int(ref.doc_id))
                     continue
-                fields = {"title": posixpath.basename(entry.path)}
+                fields: dict[str, object] = {}
+                if SOURCES[ref.doc_type].title_from_path:
+                    fields["title"] = posixpath.basename(entry.path)
+                else:  # a note: its title and category from the Notes API, by the re-read
+                    reindex.append(int(ref.doc_id))
                 stored = self.steps.read(ref, vectors=False)
                 self.steps.update_metadata(stored, user, entry.path, fields)
-        outcome = Outcome("moved")
+        outcome = Outcome("moved", reindex=tuple(reindex))
         if not moved_self and file_id is not None:
-            with self.lock(file_id):
-                outcome = self.index_node(user, file_id)
-            if outcome.action == "folder":  # what was not indexed below it may be now
-                outcome = Outcome("folder", path=outcome.path)
-            elif outcome.viewers:  # a file new to the index: asked as any new document is
-                return outcome
-            else:
-                outcome = Outcome("moved")
+            node = self._alone(client, file_id)
+            if node is not None and node.is_folder:  # what was not indexed below it may be now
+                outcome = Outcome("folder", path=node.path, reindex=tuple(reindex))
+            else:  # not held (or gone): its re-read indexes (or evicts) it
+                outcome = Outcome("moved", reindex=(*reindex, file_id))
         if moved or outcome.action == "folder":
             try:
                 near = self.access.co_viewers(user, target, besides=moved)

@@ -86,7 +86,9 @@ class Outcome:
     ``path`` is also, for ``ineligible``, the document's path in the user's view when known;
     ``truncated``, for a document whose text was read in this run and cut short by a bound
     (:attr:`~ncindex.documents.SourceDocument.truncated`), its path in the user's view (its
-    doc_key when it has none), else ``None``."""
+    doc_key when it has none), else ``None``; ``reindex``, for ``moved`` and ``folder``, the
+    file ids whose re-read may embed, for the caller to queue on the ``index`` queue
+    (:meth:`ncindex.index.indexing.Indexer.move_path`)."""
 
     action: str
     doc_key: str | None = None
@@ -95,6 +97,7 @@ class Outcome:
     path: str | None = None
     viewers: tuple[str, ...] = ()
     truncated: str | None = None
+    reindex: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
