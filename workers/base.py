@@ -53,7 +53,6 @@ LOG_FIELDS = (
     "target",
     "doc_type",
     "doc_id",
-    "feed_id",
     "model",
 )
 

@@ -513,12 +513,3 @@ def evict_document(
     with refused_account(indexer, user), indexer.lock(f"{doc_type}:{doc_id}"):
         outcome = indexer.evict_document(user, doc_type, doc_id)
     return _done(outcome)
-
-@shared_task(bind=True, base=NcindexTask, name=names.INDEX_NEWS, **RETRY)
-def index_news(self: NcindexTask, user: str, feed_id: int | None = None) -> dict[str, int]:
-    """Index ``user``'s News items (one feed or all) and drop those no longer listed."""
-    indexer = _start(self, None)
-    with refused_account(indexer, user):
-        counts = indexer.index_news(user, feed_id)
-    log.info("task_done", counts=counts)
-    return counts

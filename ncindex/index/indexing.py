@@ -51,7 +51,7 @@ from ncindex.index.steps import Outcome, Steps, Stored
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.runtime import Services
-from ncindex.sources import deck_card, news_item
+from ncindex.sources import deck_card
 from ncindex.sources.eligibility import UNREADABLE, Eligibility
 from ncindex.sources.registry import NODE_TYPES, SOURCES
 from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
@@ -737,39 +737,6 @@ class Indexer:
             log.info("evicted", doc_key=ref.key, user=user)
             return Outcome("evicted", ref.key)
         return self.index_document(user, doc_type, doc_id)
-
-    def index_news(self, user: str, feed_id: int | None = None) -> dict[str, int]:
-        """Index every News item of ``user`` (of feed ``feed_id`` only, when given) and take
-        ``user``'s access from indexed items no longer listed. Returns counts per outcome
-        action. News has no webhooks: a scan (reconcile) or a test calls this."""
-        client = self.services.account(user)
-        counts: dict[str, int] = {}
-        listed: set[str] = set()
-        for item in news_item.list_items(client, feed_id):
-            doc = news_item.item_document(user, item, self.settings.max_document_chars)
-            listed.add(doc.ref.key)
-            with self.lock(doc.ref):
-                if self.deadletters.blocked(doc.ref.key, doc.etag) is not None:
-                    outcome = Outcome("dead_letter", doc.ref.key)
-                else:
-                    outcome = self.steps.write_document(doc, self.steps.read(doc.ref))
-            counts[outcome.action] = counts.get(outcome.action, 0) + 1
-        must: list[models.Condition] = [
-            doc_type_condition(DocType.NEWS_ITEM),
-            acl_condition(user),
-        ]
-        if feed_id is not None:
-            feed = models.MatchValue(value=str(int(feed_id)))
-            must.append(models.FieldCondition(key="feed_id", match=feed))
-        stale = {
-            p["doc_key"]
-            for p in self.services.store.scroll(models.Filter(must=must), ["doc_key"])
-            if p["doc_key"] not in listed
-        }
-        for key in sorted(stale):
-            self.access.remove(user, DocRef.parse(key))
-            counts["evicted"] = counts.get("evicted", 0) + 1
-        return counts
 
     # --- evict ---------------------------------------------------------------------------
 
