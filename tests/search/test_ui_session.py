@@ -1696,8 +1696,12 @@ def test_a_page_search_nextcloud_does_not_answer_leaves_the_next_one_its_own_cli
         assert again["results"] and again["verification"]["errors"] == 0, again["verification"]
 
 
+HELD_SECONDS = 120.0
+"""How long the simulator holds a request the test lets go itself (and the client waits), s."""
+
+
 def test_a_tab_s_call_refused_after_another_tab_signed_in_again_leaves_the_new_sign_in(
-    stack: Stack,
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
 ) -> None:
     """Two tabs of one session. Tab A's ``/v1/folders`` is under way with the Login Flow
     credential X (Nextcloud slow to answer its PROPFIND) when tab B signs in again with a new
@@ -1706,29 +1710,36 @@ def test_a_tab_s_call_refused_after_another_tab_signed_in_again_leaves_the_new_s
     refused credential in the record — but that session is the old id, gone: the new session
     stays signed in and Y stays recorded, held by it, to delete when it ends. A guard of
     3537aba's forgetting reading the credential to forget from the session at the end of the
-    request (the session id changes at every sign-in, so it is never another credential)."""
-    sim, client = stack.sim, stack.search.application.test_client()
-    sim.put_file("bob", "/Bobs/notes.md", b"Bob's lighthouse lens notes.")
-    wait_until(lambda: stack.services.store.count() >= 1, 30)
-    first = sign_in_with_flow(stack, client, "bob")
-    tab_a = stack.search.application.test_client()
-    tab_a.set_cookie(COOKIE, client.get_cookie(COOKIE).value)
-    assert tab_a.get("/v1/folders").status_code == 200  # X works, and is cached
-    record = stack.settings.names.ui_revoke
-    assert stack.services.redis.zcard(record) == 1  # X, held
-    fault = sim.faults.set("webdav", delay=5.0, times=1, method="PROPFIND")
-    answers: list[TestResponse] = []
-    started = threading.Thread(target=lambda: answers.append(tab_a.get("/v1/folders")))
-    started.start()
-    try:
-        wait_until(lambda: fault.times == 0, 10)  # tab A's PROPFIND is held by Nextcloud
-        second = sign_in_with_flow(stack, client, "bob")  # tab B: Y; X deleted
-        assert second["csrf"] != first["csrf"]
-    finally:
-        fault.release.set()
-        started.join(30)
-    assert answers and answers[0].status_code == 401, answers  # X refused
-    assert session(client)["user"] == "bob"  # the new sign-in stands
-    assert client.get("/v1/folders").status_code == 200
-    assert stack.services.redis.zcard(record) == 1  # Y, held by the new session
-    assert len(sim.tree.user("bob").passwords) == 2  # bob's own and Y
+    request (the session id changes at every sign-in, so it is never another credential).
+    The PROPFIND is held until the test lets it go, under a client timeout longer than any
+    sign-in: a hold of 5 s ran out before tab B's sign-in ended in a loaded CI run, and X,
+    not yet deleted, answered 200."""
+    redis.Redis.from_url(redis_url).flushdb()
+    with build_stack(
+        redis_url, embedder, model_dir, tmp_path, template=empty_store, http_timeout=HELD_SECONDS
+    ) as stack:
+        sim, client = stack.sim, stack.search.application.test_client()
+        sim.put_file("bob", "/Bobs/notes.md", b"Bob's lighthouse lens notes.")
+        wait_until(lambda: stack.services.store.count() >= 1, 30)
+        first = sign_in_with_flow(stack, client, "bob")
+        tab_a = stack.search.application.test_client()
+        tab_a.set_cookie(COOKIE, client.get_cookie(COOKIE).value)
+        assert tab_a.get("/v1/folders").status_code == 200  # X works, and is cached
+        record = stack.settings.names.ui_revoke
+        assert stack.services.redis.zcard(record) == 1  # X, held
+        fault = sim.faults.set("webdav", delay=HELD_SECONDS, times=1, method="PROPFIND")
+        answers: list[TestResponse] = []
+        started = threading.Thread(target=lambda: answers.append(tab_a.get("/v1/folders")))
+        started.start()
+        try:
+            wait_until(lambda: fault.times == 0, 10)  # tab A's PROPFIND is held by Nextcloud
+            second = sign_in_with_flow(stack, client, "bob")  # tab B: Y; X deleted
+            assert second["csrf"] != first["csrf"]
+        finally:
+            fault.release.set()
+            started.join(30)
+        assert answers and answers[0].status_code == 401, answers  # X refused
+        assert session(client)["user"] == "bob"  # the new sign-in stands
+        assert client.get("/v1/folders").status_code == 200
+        assert stack.services.redis.zcard(record) == 1  # Y, held by the new session
+        assert len(sim.tree.user("bob").passwords) == 2  # bob's own and Y
