@@ -912,9 +912,10 @@ class Indexer:
         (the ``ingest`` queue) runs it without the dense model. What may need embedding is
         left to the caller, as file ids in the outcome's ``reindex``, to re-read on the
         ``index`` queue (:meth:`index_node`): a document whose type changes (moved into or
-        out of the notes folder: a new doc key, embedded afresh); a note, whose title and
-        category come from the Notes API (its path is updated here at once; the re-read is
-        one conditional GET, embedding only a text that changed); and ``file_id`` when the
+        out of the notes folder: a new doc key, embedded afresh; the one stored has the
+        new path meanwhile); a note, whose title and category come from the Notes API (its
+        path is updated here at once; the re-read is one conditional GET, embedding only a
+        text that changed); and ``file_id`` when the
         index held nothing of it (a file moved in from an excluded path, or not indexed
         yet). A folder comes back as ``folder`` (with its new path): what was not indexed
         below it (moved in from an excluded path, say) is for the caller to walk.
@@ -944,11 +945,12 @@ class Indexer:
                 except NotFound:
                     self.access.remove(user, ref)
                     continue
-                if self.classify(client, entry) != ref:  # a new document: embedded afresh
-                    reindex.append(int(ref.doc_id))
-                    continue
                 fields: dict[str, object] = {}
-                if SOURCES[ref.doc_type].title_from_path:
+                if self.classify(client, entry) != ref:
+                    # a new document, embedded afresh by the re-read; until then the one
+                    # stored shows where the file now is (a re-run finds it by id, not here)
+                    reindex.append(int(ref.doc_id))
+                elif SOURCES[ref.doc_type].title_from_path:
                     fields["title"] = posixpath.basename(entry.path)
                 else:  # a note: its title and category from the Notes API, by the re-read
                     reindex.append(int(ref.doc_id))
