@@ -99,7 +99,7 @@ from ncindex.nextcloud.client import version_tuple
 from ncindex.nextcloud.server_status import server_status
 from ncindex.redis_server import unreachable
 from ncindex.runtime import Services
-from ncindex.settings import Settings, url_without_password
+from ncindex.settings import Settings, url_without_password, weak_webhook_secret
 from ncindex.store import VectorStore, edge_root, model_slug, open_store
 from ncindex.text.ocr import ocr_status
 from ncindex.wording import counted
@@ -820,16 +820,11 @@ def _writable(path: Path) -> bool:
     return False
 
 
-#: The fewest characters of a webhook secret without a warning (the chart's schema refuses
-#: a shorter ``secrets.webhookSecret``), and the placeholder of ``deploy/ncindex.env.example``.
-MIN_SECRET_CHARS = 16
-EXAMPLE_SECRET = "change-me-to-a-long-random-string"  # noqa: S105 (the example's placeholder)
-
-
 def check_webhook_secret(ctx: Context) -> list[Line]:
     """The secret Nextcloud's deliveries carry is set (the receiver refuses to start without
     it), and is neither short nor the example file's placeholder (whoever knows it can post
-    deliveries). ``NCINDEX_WEBHOOK_PREVIOUS_SECRET``, which the receiver accepts as well
+    deliveries: :func:`ncindex.settings.weak_webhook_secret`, which the receiver logs at its
+    start too). ``NCINDEX_WEBHOOK_PREVIOUS_SECRET``, which the receiver accepts as well
     (:meth:`webhook_receiver.hooks.Receiver.authorized`), is held to the same, and while it
     is set a note says the rotation is to be finished (README "Rotating secrets")."""
     secret = ctx.settings.webhook_secret.get_secret_value()
@@ -837,22 +832,10 @@ def check_webhook_secret(ctx: Context) -> list[Line]:
     if not secret:
         detail = "NCINDEX_WEBHOOK_SECRET is not set: the webhook receiver refuses to start"
         return [Line("webhook secret", "fail", detail)]
+    weakness = weak_webhook_secret(ctx.settings)
+    if weakness:
+        return [Line("webhook secret", "warn", weakness)]
     previous = ctx.settings.webhook_previous_secret.get_secret_value()
-    for name, value in (
-        ("NCINDEX_WEBHOOK_SECRET", secret),
-        ("NCINDEX_WEBHOOK_PREVIOUS_SECRET", previous),
-    ):
-        if not value:
-            continue
-        if value == EXAMPLE_SECRET:
-            detail = f"{name} is deploy/ncindex.env.example's placeholder: choose one"
-            return [Line("webhook secret", "warn", detail)]
-        if len(value) < MIN_SECRET_CHARS:
-            detail = (
-                f"{name} has fewer than {MIN_SECRET_CHARS} characters (the chart refuses it): "
-                "whoever guesses it can post deliveries"
-            )
-            return [Line("webhook secret", "warn", detail)]
     if previous:
         detail = (
             f"set; sent in {header}. NCINDEX_WEBHOOK_PREVIOUS_SECRET is accepted too: once "

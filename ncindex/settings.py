@@ -742,7 +742,11 @@ class Settings(BaseSettings):
         # the names as written; the variable also takes them in any case (_known_level)
         json_schema_extra={"enum": list(LOG_LEVELS)},
     )
-    log_json: bool = Field(True, description="JSON log lines (false: console rendering).")
+    log_json: bool = Field(
+        True,
+        description="JSON log lines (false: console text, coloured only on a terminal and "
+        "while `NO_COLOR` is unset).",
+    )
     host: str = Field("127.0.0.1", description="`ncindex up` listen address.")
     port: int = Field(8080, ge=0, le=65535, description="`ncindex up` listen port.")
 
@@ -1047,6 +1051,35 @@ def _account_entries(raw: dict[str, Any]) -> tuple[dict[str, SecretStr], dict[st
         else:
             passwords[str(user)] = SecretStr(str(value))
     return passwords, logins
+
+
+#: The fewest characters of a webhook secret without a warning (the chart's schema refuses
+#: a shorter ``secrets.webhookSecret``), and the placeholder of ``deploy/ncindex.env.example``.
+MIN_SECRET_CHARS = 16
+EXAMPLE_SECRET = "change-me-to-a-long-random-string"  # noqa: S105 (the example's placeholder)
+
+
+def weak_webhook_secret(settings: Settings) -> str | None:
+    """What is wrong with the set webhook secrets, as one sentence, or ``None``: the first of
+    ``NCINDEX_WEBHOOK_SECRET`` and ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` (both accepted by the
+    receiver) that is the example file's placeholder or shorter than
+    :data:`MIN_SECRET_CHARS`. An empty secret is not judged here (the receiver refuses to
+    start without one). The one rule ``ncindex doctor`` and the receiver's start warn by."""
+    for name, field in (
+        ("NCINDEX_WEBHOOK_SECRET", settings.webhook_secret),
+        ("NCINDEX_WEBHOOK_PREVIOUS_SECRET", settings.webhook_previous_secret),
+    ):
+        value = field.get_secret_value()
+        if not value:
+            continue
+        if value == EXAMPLE_SECRET:
+            return f"{name} is deploy/ncindex.env.example's placeholder: choose one"
+        if len(value) < MIN_SECRET_CHARS:
+            return (
+                f"{name} has fewer than {MIN_SECRET_CHARS} characters (the chart refuses it): "
+                "whoever guesses it can post deliveries"
+            )
+    return None
 
 
 REDIS_URL_CREDENTIALS = frozenset({"password", "username", "ssl_password"})

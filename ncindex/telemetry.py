@@ -127,11 +127,25 @@ def _shared_processors() -> list[Any]:
     ]
 
 
+def console_colors(stream: Any, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether console text written to ``stream`` (a file object) gets ANSI colours: only
+    when it is a terminal (``isatty()``), and never while ``NO_COLOR`` is set to anything but
+    the empty string (https://no-color.org). A redirected log stays plain text."""
+    if environ.get("NO_COLOR", ""):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty is not None and isatty())
+
+
 def json_formatter(json_lines: bool = True) -> logging.Formatter:
     """The stdlib formatter of every ncindex process: structlog's ``ProcessorFormatter``
-    rendering one JSON object per line (or console text), for stdlib and structlog records."""
+    rendering one JSON object per line (or console text), for stdlib and structlog records.
+    Every ncindex handler writes to stderr, so console text is coloured only when stderr is
+    a terminal and ``NO_COLOR`` is unset (:func:`console_colors`)."""
     renderer = (
-        structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer()
+        structlog.processors.JSONRenderer()
+        if json_lines
+        else structlog.dev.ConsoleRenderer(colors=console_colors(sys.stderr))
     )
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*_shared_processors(), _gunicorn_access_fields],

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import redis
+import structlog
 from flask import Flask, Response
 
 from ncindex.ingest.queueing import Producer, celery_app, check_redis
-from ncindex.settings import Settings
+from ncindex.settings import Settings, weak_webhook_secret
 from ncindex.telemetry import metrics_payload
 from ncindex.text.ocr import ocr_status
 from ncindex.web.health import SharedRedis, health_blueprint, shared_reports
 from ncindex.web.problems import install_error_handlers
 from ncindex.web.proxies import trusted_wsgi
 from webhook_receiver.hooks import Receiver, hooks_blueprint
+
+log = structlog.get_logger(__name__)
 
 
 def create_app(
@@ -26,11 +29,16 @@ def create_app(
 
     ``producer`` sends tasks by name (default: a task-less Celery app on ``redis_url``).
     Raises ``ValueError`` when no webhook secret is configured: an open receiver would let
-    anyone trigger work.
+    anyone trigger work. A short or placeholder secret is accepted with a warning logged
+    (``webhook_secret_weak``, the rule ``ncindex doctor`` warns by:
+    :func:`~ncindex.settings.weak_webhook_secret`).
     """
     settings = settings or Settings()
     if not settings.webhook_secret.get_secret_value():
         raise ValueError("NCINDEX_WEBHOOK_SECRET must be set")
+    weakness = weak_webhook_secret(settings)
+    if weakness:
+        log.warning("webhook_secret_weak", problem=weakness)
     client = redis_client or redis.Redis.from_url(
         settings.redis_url, socket_timeout=2, socket_connect_timeout=2
     )

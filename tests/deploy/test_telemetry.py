@@ -169,3 +169,31 @@ def test_heartbeat_probe(tmp_path: Path) -> None:
     os.utime(beat, (old, old))
     assert heartbeat.main([str(beat), "--max-age", "60"]) == 1  # stale
     assert heartbeat.is_fresh(beat, 60, now=old + 30)
+
+
+class _Terminal(io.StringIO):
+    """A stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _console_line(monkeypatch: pytest.MonkeyPatch, stream: io.StringIO) -> str:
+    """One record rendered as console text by the formatter made while stderr is ``stream``."""
+    monkeypatch.setattr("sys.stderr", stream)
+    formatter = telemetry.json_formatter(json_lines=False)
+    record = logging.LogRecord("ncindex.x", logging.INFO, __file__, 1, "indexed", None, None)
+    return formatter.format(record)
+
+
+def test_console_text_is_coloured_only_on_a_terminal_without_no_color(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `ncindex up > file` with NCINDEX_LOG_JSON=false wrote ANSI escapes into the file
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert "\x1b[" not in _console_line(monkeypatch, io.StringIO())
+    assert "\x1b[" in _console_line(monkeypatch, _Terminal())
+    monkeypatch.setenv("NO_COLOR", "1")  # https://no-color.org: any non-empty value
+    assert "\x1b[" not in _console_line(monkeypatch, _Terminal())
+    monkeypatch.setenv("NO_COLOR", "")
+    assert "\x1b[" in _console_line(monkeypatch, _Terminal())

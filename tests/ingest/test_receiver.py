@@ -746,3 +746,32 @@ def test_a_client_gone_mid_body_is_not_a_500_under_gunicorn(served: Served) -> N
     (access,) = wait_until(logged, timeout=10)
     assert (access["path"], access["status"]) == ("/hooks/nextcloud", 400)  # was: 500
     assert not [x for x in served.json_lines()[seen:] if x.get("event") == "unhandled error"]
+
+
+@pytest.mark.parametrize(
+    ("field", "secret", "name"),
+    [
+        ("webhook_secret", "mysecret", "NCINDEX_WEBHOOK_SECRET has fewer than 16"),
+        ("webhook_previous_secret", "short", "NCINDEX_WEBHOOK_PREVIOUS_SECRET has fewer"),
+        ("webhook_secret", "change-me-to-a-long-random-string", "placeholder"),
+    ],
+)
+def test_a_weak_webhook_secret_is_warned_of_at_start(
+    private_redis: RedisProcess, field: str, secret: str, name: str
+) -> None:
+    """The receiver (and so ``ncindex up``) took an 8-character secret without a word while
+    ``ncindex doctor`` warned of it: it starts all the same, and logs the doctor's sentence."""
+    from structlog.testing import capture_logs
+
+    from ncindex.settings import weak_webhook_secret
+
+    strong = Settings(redis_url=private_redis.url, webhook_secret=SecretStr("x" * 16))
+    weak = strong.model_copy(update={field: SecretStr(secret)})
+    with capture_logs() as logs:
+        create_app(strong, producer=celery_app(strong))
+    assert not [e for e in logs if e["event"] == "webhook_secret_weak"], logs
+    with capture_logs() as logs:
+        create_app(weak, producer=celery_app(weak))
+    [warning] = [e for e in logs if e["event"] == "webhook_secret_weak"]
+    assert warning["log_level"] == "warning" and name in warning["problem"]
+    assert warning["problem"] == weak_webhook_secret(weak)
