@@ -1,10 +1,13 @@
 """``POST /hooks/nextcloud``: authenticate, validate, map, debounce, enqueue (DESIGN §5).
 
-Answers: 202 ``{"queued": n, "coalesced": m}``; 202 ``{"queued": 0, "ignored": reason}`` for
-an event ncindex does not act on; 401 for a missing or wrong secret; 413 for a body over the
-limit; 400 with ``code`` and ``field`` for a body that is not a valid envelope (or cannot be
-read whole: broken chunked framing, fewer bytes than its Content-Length); 503 when Redis
-or the broker did not take the task — never a 2xx for an event that was not queued.
+Answers: 202 ``{"queued": n, "coalesced": m}``, with ``"resolving": reason`` (``no_user``,
+``unknown_user``) when the event names no configured user, so its nodes are indexed only for
+the configured accounts that can see them (``ncindex.resolve_node``: none may); 202
+``{"queued": 0, "ignored": reason}`` for an event ncindex does not act on; 401 for a missing
+or wrong secret; 413 for a body over the limit; 400 with ``code`` and ``field`` for a body
+that is not a valid envelope (or cannot be read whole: broken chunked framing, fewer bytes
+than its Content-Length); 503 when Redis or the broker did not take the task — never a 2xx
+for an event that was not queued.
 
 Nextcloud never delivers a webhook twice (nextcloud/server
 ``apps/webhook_listeners/lib/BackgroundJobs/WebhookCall.php``: a ``QueuedJob``, removed before
@@ -189,6 +192,10 @@ def hooks_blueprint(receiver: Receiver) -> Blueprint:
             _QUEUED.inc(queued)
         if coalesced:
             _COALESCED.inc(coalesced)
-        return accepted(queued=queued, coalesced=coalesced)
+        if plan.resolving is None:
+            return accepted(queued=queued, coalesced=coalesced)
+        uid = envelope.user.uid if envelope.user is not None else None
+        log.info("delivery_resolving", reason=plan.resolving, user=uid, queued=queued)
+        return accepted(queued=queued, coalesced=coalesced, resolving=plan.resolving)
 
     return bp

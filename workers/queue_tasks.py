@@ -34,6 +34,9 @@ from workers.tasks import RETRY
 
 log = structlog.get_logger(__name__)
 
+#: Why ``ncindex.resolve_node`` indexed a node for nobody (its ``node_resolved`` line).
+NO_VIEWER = "no configured account can see it (NCINDEX_ACCOUNTS): not indexed"
+
 
 @shared_task(bind=True, base=NcindexTask, name=names.SEND_ACTIONS, ignore_result=True, **RETRY)
 def send_actions_task(
@@ -139,7 +142,9 @@ def resolve_node(
         services.settings.debounce_seconds,
         keys=keys,
     )
-    log.info("node_resolved", file_id=file_id, viewers=viewers, queued=queued)
+    # nobody: an unconfigured user's own file, say, out of the index by design (no failure)
+    nobody = {} if viewers or unseen or found.failed else {"reason": NO_VIEWER}
+    log.info("node_resolved", file_id=file_id, viewers=viewers, queued=queued, **nobody)
     if found.failed:
         _ask_again(self, int(file_id), found.failed, folder)
     return {"viewers": viewers, "queued": queued, "coalesced": coalesced}

@@ -291,10 +291,14 @@ class Action:
 
 @dataclass(slots=True)
 class Plan:
-    """What an envelope asks for: actions to enqueue, or the reason it asks for nothing."""
+    """What an envelope asks for: actions to enqueue, or the reason it asks for nothing.
+    ``resolving`` says why its nodes are resolved by id (:func:`resolve_node`: indexed only
+    for the configured accounts that can see them) rather than read as the event's user:
+    ``no_user`` or ``unknown_user``, as ``ignored`` names them."""
 
     actions: list[Action] = field(default_factory=list)
     ignored: str | None = None
+    resolving: str | None = None
 
 
 def index_node(user: str, file_id: int) -> Action:
@@ -437,9 +441,9 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
         ids = sorted({int(i) for i in extra["objectIds"]})
         if not ids:
             return Plan(ignored="no_objects")
-        user, _ = _acting_user(envelope, accounts)
+        user, reason = _acting_user(envelope, accounts)
         if user is None:
-            return Plan([resolve_node(i) for i in ids])
+            return Plan([resolve_node(i) for i in ids], resolving=reason)
         return Plan([index_node(user, i) for i in ids])
     if name in DOCUMENT_EVENTS:
         user, reason = _acting_user(envelope, accounts)
@@ -468,7 +472,9 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
             return Plan(ignored="unknown_user")  # gone, and nothing names it for the others
         # a delete too: the configured accounts holding the node that no longer see it
         # lose it (ncindex.resolve_node), as nothing else tells them
-        return Plan([resolve_node(node.id)]) if node.id is not None else _no_id()
+        if node.id is None:
+            return _no_id()
+        return Plan([resolve_node(node.id)], resolving="unknown_user")
     if name == "NodeRestoredEvent" and node.id is None:
         # Nextcloud 30 names no restored node (Trashbin::getNodeForPath looked the target up
         # in the trash folder, nextcloud/server#53752): index what now lies at its path

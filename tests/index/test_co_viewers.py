@@ -302,3 +302,22 @@ def test_an_account_still_failing_when_the_retries_are_spent_is_parked_alone(
     assert parked is not None
     assert json.loads(parked)["kwargs"] == {"file_id": file_id, "among": ["alice"]}
     stack.services.redis.delete(stack.settings.names.outage_parked)
+
+
+def test_a_file_no_configured_account_sees_is_logged_with_the_reason(stack: Stack) -> None:
+    """A delivery for zed, a Nextcloud user with no account in NCINDEX_ACCOUNTS, was answered
+    ``{"queued": 1}`` and then nothing said what became of it: ``ncindex.resolve_node`` asked
+    each configured account, none saw zed's file, and its line carried no reason. Nothing
+    failed (zed's own files are out of the index by configuration), so it is no failure."""
+    from structlog.testing import capture_logs
+
+    stack.sim.drop_rate = 1.0  # driven by hand
+    stack.sim.add_user("zed", password="zed-password")
+    file_id = stack.sim.put_file("zed", "/diary.txt", b"Zed's own words.")
+    task = stack.celery.tasks["ncindex.resolve_node"]
+    with capture_logs() as logs:
+        result = task.apply(kwargs={"file_id": file_id}).get()
+    assert result["viewers"] == [] and result["queued"] == 0
+    [line] = [e for e in logs if e["event"] == "node_resolved"]
+    assert line["reason"] == "no configured account can see it (NCINDEX_ACCOUNTS): not indexed"
+    assert stack.points(f"file:{file_id}") == []

@@ -212,7 +212,9 @@ def test_a_file_event_in_an_unconfigured_view_is_resolved_by_id(
     uid: str | None, event: str
 ) -> None:
     body = env({"node": {"id": 3, "path": "/mallory/files/x.md"}, "class": NS + event}, uid)
-    (action,) = plan(body).actions
+    planned = plan(body)
+    assert planned.resolving == "unknown_user"  # said in the receiver's answer
+    (action,) = planned.actions
     assert (action.task, action.queue, action.kwargs) == (
         "ncindex.resolve_node",
         "ingest",
@@ -223,8 +225,9 @@ def test_a_file_event_in_an_unconfigured_view_is_resolved_by_id(
 @pytest.mark.parametrize("uid", [None, "admin"])
 def test_a_tag_event_without_a_configured_user_is_resolved_by_id(uid: str | None) -> None:
     event = {"objectType": "files", "objectIds": ["5", "4"], "tagIds": [1], "class": TAG}
-    actions = plan(env(event, uid)).actions
-    assert [(a.task, a.kwargs) for a in actions] == [
+    planned = plan(env(event, uid))
+    assert planned.resolving == ("no_user" if uid is None else "unknown_user")
+    assert [(a.task, a.kwargs) for a in planned.actions] == [
         ("ncindex.resolve_node", {"file_id": 4}),
         ("ncindex.resolve_node", {"file_id": 5}),
     ]

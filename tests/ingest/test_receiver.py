@@ -221,9 +221,15 @@ def test_valid_event_is_queued_and_uninteresting_ones_ignored(receiver) -> None:
     # a delete in an unconfigured view without the node's id names nothing to resolve
     stranger = envelope("/mallory/files/a.md", None, "OCP\\Files\\Events\\Node\\NodeDeletedEvent")
     assert post(client, settings, php_json(stranger)).get_json()["ignored"] == "unknown_user"
-    # an unconfigured view's write is resolved by id (ncindex.resolve_node), not ignored
+    # an unconfigured view's write is resolved by id (ncindex.resolve_node), not ignored, and
+    # the answer says so: a bare {"queued": 1} for user zed read as if zed's file would be
+    # indexed, when only the configured accounts that can see it get it (none may)
     shared = envelope("/mallory/files/a.md", 7)
-    assert post(client, settings, php_json(shared)).get_json() == {"queued": 1, "coalesced": 0}
+    assert post(client, settings, php_json(shared)).get_json() == {
+        "queued": 1,
+        "coalesced": 0,
+        "resolving": "unknown_user",
+    }
 
 
 def test_a_redis_outage_keeps_a_started_receiver_ready(receiver, private_redis) -> None:
