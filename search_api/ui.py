@@ -14,8 +14,10 @@ answers another 400 ``invalid_json`` on ``body`` or ``unknown_field`` naming the
   a page leading to ``/``, an API client's 404 problem+json; so is a browser's ``GET`` of an
   address that takes only ``POST`` (``/v1/search``, ``/rcp/…``, the sign-in routes below):
   405 with its ``Allow``, as a page leading to ``/`` (an API client's: problem+json);
-* ``GET /ui/session`` — ``{"user", "csrf", "nextcloud_url", "signing_in", "sign_in_ended"}``
-  (starts an anonymous session, setting the cookie, when there is none); while a Login Flow is
+* ``GET /ui/session`` — ``{"user", "csrf", "nextcloud_url", "default_limit", "signing_in",
+  "sign_in_ended"}``, ``default_limit`` the results a search answers without ``limit``
+  (``NCINDEX_SEARCH_DEFAULT_LIMIT``: the page's results per page and per "More results");
+  starts an anonymous session, setting the cookie, when there is none; while a Login Flow is
   under way also ``login_url`` and ``flow_seconds_left``, so that a page reloaded meanwhile goes on
   waiting for the approval instead of losing the app password Nextcloud makes for it. A
   signed-in session's credential is confirmed with Nextcloud first
@@ -352,6 +354,7 @@ def ui_blueprint(
             "user": None if ended else record.get("user"),
             "csrf": record["csrf"],
             "nextcloud_url": settings.nextcloud_url,
+            "default_limit": settings.search_default_limit,
             "signing_in": bool(record.get("poll_token") or record.get("flow_authorization")),
             "sign_in_ended": ended,
         }

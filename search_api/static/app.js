@@ -4,7 +4,7 @@
 
 const $ = (id) => document.getElementById(id);
 const TYPE_NAMES = { note: "Notes", file: "Files", deck_card: "Deck cards", news_item: "News" };
-let session = { user: null, csrf: "", nextcloud_url: "" };
+let session = { user: null, csrf: "", nextcloud_url: "", default_limit: 0 }; // GET /ui/session
 let pollTimer = null;
 let polling = false; // a poll is under way: the next tick of pollTimer waits for it
 let flowStarting = false; // a Login Flow is being started: Nextcloud has not answered yet
@@ -25,10 +25,10 @@ const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
 const SIGN_IN_ENDED = "Your sign-in ended. Sign in again to search.";
 
 let searchSeq = 0; // only the newest search's answer is shown (answers can arrive out of order)
-// Results asked for: a page's worth (the API's default limit), one more page each time "More
-// results" is pressed, up to the API's largest limit (POST /v1/search: 1-100). The API has no
-// offset (verification decides what a page holds), so more results are a longer first page.
-const PAGE = 10;
+// Results asked for: a page's worth (the server's NCINDEX_SEARCH_DEFAULT_LIMIT, which
+// GET /ui/session gives as default_limit), one more page each time "More results" is pressed,
+// up to the API's largest limit (POST /v1/search: 1-100). The API has no offset (verification
+// decides what a page holds), so more results are a longer first page.
 const MAX_RESULTS = 100;
 const MAX_QUERY_CHARS = 1000; // POST /v1/search: query of 1-1000 characters (code points)
 let shownRequest = null; // the request whose answer is on screen: "More results" asks it again
@@ -523,8 +523,9 @@ function fromUrl() {
   $("link-note").textContent = ignored.length ? ignoredText(ignored) : "";
   // a link's query is cut where typing or pasting would stop (the API takes 1000 characters),
   // and said so as a paste cut is; its line breaks are spaces (a one-line box drops them,
-  // joining the words on either side)
-  const query = Array.from((p.get("q") || "").replace(/\r\n?|\n/g, " "));
+  // joining the words on either side); it is taken without bidi controls (shown): a link's
+  // "\u202Egpj.exe" showed in the box as "exe.jpg", and the search is of what the box shows
+  const query = Array.from(shown((p.get("q") || "").replace(/\r\n?|\n/g, " ")));
   $("q").value = query.slice(0, MAX_QUERY_CHARS).join("");
   cutQuery = query.length > MAX_QUERY_CHARS ? { text: $("q").value, what: "link's query" } : null;
   const types = p.getAll("type").filter(Boolean); // "?type=" names no type
@@ -540,9 +541,14 @@ function fromUrl() {
     $(id).value = given;
     return given === "" || $(id).value !== "";
   };
+  // a date without its time ("2026-01-31", as the API and the README's examples take it) is
+  // the start of that day where the user is, as the box's own dates and times are (toUtc);
+  // the API reads a naive date as UTC midnight, but the page sends every date as UTC
   for (const id of ["after", "before"]) {
-    if (!read(id, p.get(id) || "")) {
-      refused.push("“Modified " + id + "” " + quoted(p.get(id)) + " is no date and time (2026-01-31T09:00)");
+    const given = p.get(id) || "";
+    if (!read(id, /^\d{4}-\d{2}-\d{2}$/.test(given) ? given + "T00:00" : given)) {
+      refused.push("“Modified " + id + "” " + quoted(given)
+        + " is no date (2026-01-31) nor date and time (2026-01-31T09:00)");
     }
   }
   const pick = (select, given) => {
@@ -568,7 +574,7 @@ function fromUrl() {
 
 // --- search ----------------------------------------------------------------------------
 function requestBody() {
-  const body = { query: $("q").value, explain: true, limit: PAGE }; // explain: "Why it matched"
+  const body = { query: $("q").value, explain: true, limit: session.default_limit }; // explain: "Why it matched"
   const types = checkedTypes();
   if (types.length) body.doc_types = types;
   if ($("after").value) body.modified_after = toUtc($("after").value);
@@ -673,7 +679,7 @@ async function showMore() {
   if (!shownRequest) return;
   const seq = ++searchSeq;
   const before = $("results").children.length;
-  const body = { ...shownRequest, limit: Math.min(shownRequest.limit + PAGE, MAX_RESULTS) };
+  const body = { ...shownRequest, limit: Math.min(shownRequest.limit + session.default_limit, MAX_RESULTS) };
   $("more").hidden = true;
   $("more-problem").hidden = true;
   status("Searching…");

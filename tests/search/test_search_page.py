@@ -10,6 +10,7 @@ use the page. With ``NCINDEX_SCREENSHOTS=<folder>`` the main states are saved th
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import json
 import os
@@ -20,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -455,19 +457,29 @@ def test_rate_limited_state_is_said_plainly(
     """A real per-caller limit of 4 requests a minute: the sign-in (counted against its login
     name), folders, tags and the first search use it up, the next search is refused 429 — the
     page says when to retry."""
-    running = Deployment(
-        tmp_path, redis_url, model_dir, documents=False, NCINDEX_SEARCH_RATE_LIMIT="4/minute"
-    )
-    try:
-        running.wait_ready()
-        page = browser.new_context().new_page()
-        open_signed_in(page, running.url, "bob")
-        expect(page.locator("#tags option")).to_have_text(["No tags on your documents"])
+    with bob_without_documents(
+        tmp_path, redis_url, model_dir, browser, NCINDEX_SEARCH_RATE_LIMIT="4/minute"
+    ) as page:
         search(page, "lighthouse")
         expect(page.locator("#status")).to_contain_text("No results")
         page.keyboard.press("Enter")
         expect(page.locator("#status")).to_contain_text("Too many searches: try again in")
         page.screenshot(path=shots / "rate-limited.png")
+
+
+@contextlib.contextmanager
+def bob_without_documents(
+    tmp_path: Path, redis_url: str, model_dir: Path, browser: Browser, **env: str
+) -> Iterator[Page]:
+    """A page signed in as bob on a deployment of its own (``env`` its settings) without
+    documents, its lists loaded; the deployment is closed afterwards."""
+    running = Deployment(tmp_path, redis_url, model_dir, documents=False, **env)
+    try:
+        running.wait_ready()
+        page = browser.new_context().new_page()
+        open_signed_in(page, running.url, "bob")
+        expect(page.locator("#tags option")).to_have_text(["No tags on your documents"])
+        yield page
     finally:
         running.close()
 
@@ -685,6 +697,72 @@ def test_more_results_asks_for_a_longer_page(deployment: Deployment, browser: Br
     expect(page.locator("#user-name")).to_have_text("Signed in as alice")
     expect(page.locator("#results li")).to_have_count(0)
     expect(more).to_be_hidden()
+    context.close()
+
+
+def test_a_page_is_the_servers_default_limit(
+    tmp_path: Path, redis_url: str, model_dir: Path, browser: Browser
+) -> None:
+    """With ``NCINDEX_SEARCH_DEFAULT_LIMIT=3`` the API answers 3 results, but the page asked for
+    10 (its own ``PAGE = 10``, said to be "the API's default limit"): it asks for the server's
+    default, from ``GET /ui/session``'s ``default_limit``, and "More results" for as many more."""
+    with bob_without_documents(
+        tmp_path, redis_url, model_dir, browser, NCINDEX_SEARCH_DEFAULT_LIMIT="3"
+    ) as page:
+        asked: list[int] = []
+
+        def answer(route: Route) -> None:
+            asked.append(route.request.post_data_json["limit"])
+            route.fulfill(json=fake_answer(asked[-1], 500))
+
+        page.route("**/v1/search", answer)
+        search(page, "tides")
+        expect(page.locator("#results li")).to_have_count(3)
+        page.get_by_role("button", name="More results").click()
+        expect(page.locator("#results li")).to_have_count(6)
+        assert asked == [3, 6]
+
+
+def test_a_links_date_without_a_time_is_the_start_of_that_day_where_the_user_is(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """``?before=2026-01-05`` was refused ("is no date and time") though the API and the
+    README's examples take ``2026-01-05``: it is the start of that day in the browser's time
+    zone, as the page's dates and times are (Berlin: 23:00 UTC the day before)."""
+    context = browser.new_context(timezone_id="Europe/Berlin")
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    with page.expect_request("**/v1/search") as request:
+        page.goto(deployment.url + "/?q=lighthouse%20lens&after=2025-12-01&before=2026-01-05")
+    body = request.value.post_data_json
+    assert (body["modified_after"], body["modified_before"]) == (
+        "2025-11-30T23:00:00Z",
+        "2026-01-04T23:00:00Z",
+    )
+    expect_titles(page, ["plan.md"])  # modified 2026-01-01; the others later
+    expect(page.locator("#before")).to_have_value("2026-01-05T00:00")
+    expect(page.locator("#chips li")).to_have_text(
+        ["After 2025-12-01 00:00×", "Before 2026-01-05 00:00×"]
+    )
+    context.close()
+
+
+def test_a_links_query_is_shown_without_bidi_controls(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A link's ``?q=%E2%80%AEgpj.exe`` showed in the query box as "exe.jpg" (U+202E RIGHT-TO-LEFT
+    OVERRIDE), though titles are shown without such characters: the box takes the link's query
+    without bidi overrides, embeddings and isolates (U+202A-U+202E, U+2066-U+2069), and
+    searches what it shows."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    controls = "".join(chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+    link = "\u202egpj.exe " + controls + "lens\u2069"
+    with page.expect_request("**/v1/search") as request:
+        page.goto(deployment.url + "/?q=" + quote(link))
+    assert request.value.post_data_json["query"] == "gpj.exe lens"
+    expect(page.locator("#q")).to_have_value("gpj.exe lens")
     context.close()
 
 
@@ -2123,8 +2201,8 @@ LINK_REFUSED = "This link's search was not made: its "
         ("threshold=abc", "score threshold “abc” is no number"),
         ("threshold=1e", "score threshold “1e” is no number"),
         ("type=notes", "type “notes” is none of note, file, deck_card, news_item"),
-        ("after=yesterday", "“Modified after” “yesterday” is no date and time"),
-        ("before=2026-01-31", "“Modified before” “2026-01-31” is no date and time"),
+        ("after=yesterday", "“Modified after” “yesterday” is no date (2026-01-31) nor"),
+        ("before=2026-13-01", "“Modified before” “2026-13-01” is no date (2026-01-31) nor"),
         ("fusion=max", "fusion “max” is neither rrf nor dbsf"),
         ("q=lens", "“q” is given 2 times"),
         # the form takes the first, as its chip shows
