@@ -6,25 +6,28 @@ between sentences and chunk, so it tries several candidates per chunk, each toke
 its start: measured on SciFact prose, 15–23 characters tokenised per character of text on one
 line (7 when wrapped), the more the longer the text.
 
-:class:`SubstringTokens` encodes the whole text once and answers each candidate from the
-token offsets of that encoding, by bisection. The answer is the same as tokenising the
-candidate alone when neither end of the candidate falls strictly inside one *word* of the
-encoding (a pre-token: for BERT's ``BertPreTokenizer`` a run between whitespace and
-punctuation, or one punctuation or CJK character): WordPiece tokenises each word alone, and
-BERT's normaliser works character by character — clean-up, CJK spacing and lower-casing per
-character, accent stripping by NFD (which reorders only runs of combining marks, inside one
-word) then dropping nonspacing marks — so a word's tokens do not depend on the text around it
+:class:`SubstringTokens` encodes the whole text once and answers each candidate from the token
+offsets of that encoding, by bisection. The answer is the same as tokenising the candidate alone
+when neither end of the candidate falls strictly inside one *word* of the encoding (a pre-token:
+for BERT's ``BertPreTokenizer`` a run between whitespace and punctuation, or one punctuation or
+CJK character): WordPiece tokenises each word alone, and BERT's normaliser works character by
+character — clean-up, CJK spacing and lower-casing per character, accent stripping by NFD then
+dropping nonspacing marks — so a word's tokens do not depend on the text around it
 (huggingface/tokenizers ``tokenizers/src/normalizers/bert.rs`` ``BertNormalizer::normalize``,
 ``tokenizers/src/tokenizer/normalizer.rs`` ``NormalizedString::lowercase``,
-``tokenizers/src/pre_tokenizers/bert.rs``). A candidate cut inside a word — the splitter's
-character level, an unbreakable string — or one whose place in the text is not found is
-tokenised alone, as before. Property tests check the equality against tokenising each piece
-(``tests/text/test_token_spans.py``) and the chunks against the splitter's own tokenizer sizer
-(``tests/text/test_chunking.py``).
+``tokenizers/src/pre_tokenizers/bert.rs``). NFD reorders a run of combining marks by combining
+class, so a kept spacing mark (U+1D165, say) can move before a dropped nonspacing mark and take
+the dropped mark's place in the offsets, outside its word's span there: a cut just before a
+character whose decomposition starts with a combining mark is counted as a cut inside a word. A
+candidate cut inside a word — the splitter's character level, an unbreakable string — or one
+whose place in the text is not found is tokenised alone, as before. Property tests check the
+equality against tokenising each piece (``tests/text/test_token_spans.py``) and the chunks
+against the splitter's own tokenizer sizer (``tests/text/test_chunking.py``).
 """
 
 from __future__ import annotations
 
+import unicodedata
 from bisect import bisect_left, bisect_right
 from collections import deque
 from typing import TYPE_CHECKING
@@ -40,6 +43,8 @@ if TYPE_CHECKING:
 # one start, its overlap search candidates to one end, and the next chunk starts at one of
 # those; a few recent places find nearly every candidate without a search.
 _RECENT = 32
+# Characters the normaliser deletes that may lie between a cut and the character it checks
+_DELETED_RUN = 32
 
 
 class SubstringTokens:
@@ -123,6 +128,8 @@ class SubstringTokens:
     def _count(self, start: int, end: int) -> int | None:
         """Tokens of the words within ``text[start:end]``; ``None`` when ``start`` or ``end``
         falls strictly inside a word (the piece then tokenises differently)."""
+        if self._before_mark(start) or self._before_mark(end):
+            return None
         starts, ends = self._starts, self._ends
         left = bisect_right(starts, start) - 1
         if left >= 0 and starts[left] < start < ends[left]:
@@ -132,3 +139,19 @@ class SubstringTokens:
             return None
         first = bisect_left(starts, start)
         return max(0, self._before[right] - self._before[first])
+
+    def _before_mark(self, place: int) -> bool:
+        """Whether NFD may reorder characters across a cut at ``place``: the first character
+        from ``place`` on that the normaliser keeps decomposes to start with a combining mark.
+        Characters BERT's ``clean_text`` deletes (categories C* but tab and line breaks,
+        U+FFFD) are skipped, up to ``_DELETED_RUN``; one unassigned in Python's Unicode
+        (``Cn``, perhaps a mark in the tokenizer's newer tables) counts as a mark."""
+        text = self._text
+        for char in text[place : place + _DELETED_RUN] if place > 0 else ():
+            category = unicodedata.category(char)
+            if category == "Cn":
+                return True
+            if char == "\ufffd" or (category[0] == "C" and char not in "\t\n\r"):
+                continue
+            return unicodedata.combining(unicodedata.normalize("NFD", char)[0]) != 0
+        return place > 0 and place + _DELETED_RUN <= len(text)
