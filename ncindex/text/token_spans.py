@@ -6,28 +6,32 @@ between sentences and chunk, so it tries several candidates per chunk, each toke
 its start: measured on SciFact prose, 15–23 characters tokenised per character of text on one
 line (7 when wrapped), the more the longer the text.
 
-:class:`SubstringTokens` encodes the whole text once and answers each candidate from the token
-offsets of that encoding, by bisection. The answer is the same as tokenising the candidate alone
-when neither end of the candidate falls strictly inside one *word* of the encoding (a pre-token:
-for BERT's ``BertPreTokenizer`` a run between whitespace and punctuation, or one punctuation or
-CJK character): WordPiece tokenises each word alone, and BERT's normaliser works character by
-character — clean-up, CJK spacing and lower-casing per character, accent stripping by NFD then
-dropping nonspacing marks — so a word's tokens do not depend on the text around it
-(huggingface/tokenizers ``tokenizers/src/normalizers/bert.rs`` ``BertNormalizer::normalize``,
-``tokenizers/src/tokenizer/normalizer.rs`` ``NormalizedString::lowercase``,
-``tokenizers/src/pre_tokenizers/bert.rs``). NFD reorders a run of combining marks by combining
-class, so a kept spacing mark (U+1D165, say) can move before a dropped nonspacing mark and take
-the dropped mark's place in the offsets, outside its word's span there: a cut just before a
-character whose decomposition starts with a combining mark is counted as a cut inside a word. A
-candidate cut inside a word — the splitter's character level, an unbreakable string — or one
-whose place in the text is not found is tokenised alone, as before. Property tests check the
-equality against tokenising each piece (``tests/text/test_token_spans.py``) and the chunks
-against the splitter's own tokenizer sizer (``tests/text/test_chunking.py``).
+:class:`SubstringTokens` encodes the whole text once — some 32 K characters at a time, cut
+before a space, through ``encode_batch``, which releases the GIL (one ``encode`` of a 1.6 MB
+line held it 1.7 s, stalling a search thread of the same process, and took 200 MB) — and answers
+each candidate from the token offsets of that encoding, by bisection. The answer is the same as
+tokenising the candidate alone when neither end of the candidate falls strictly inside one
+*word* of the encoding (a pre-token: for BERT's ``BertPreTokenizer`` a run between whitespace
+and punctuation, or one punctuation or CJK character): WordPiece tokenises each word alone, and
+BERT's normaliser works character by character — clean-up, CJK spacing and lower-casing per
+character, accent stripping by NFD then dropping nonspacing marks — so a word's tokens do not
+depend on the text around it (huggingface/tokenizers ``tokenizers/src/normalizers/bert.rs``
+``BertNormalizer::normalize``, ``tokenizers/src/tokenizer/normalizer.rs``
+``NormalizedString::lowercase``, ``tokenizers/src/pre_tokenizers/bert.rs``). NFD reorders a run
+of combining marks by combining class, so a kept spacing mark (U+1D165, say) can move before a
+dropped nonspacing mark and take the dropped mark's place in the offsets, outside its word's
+span there: a cut just before a character whose decomposition starts with a combining mark is
+counted as a cut inside a word. A candidate cut inside a word — the splitter's character level,
+an unbreakable string — or one whose place in the text is not found is tokenised alone, as
+before. Property tests check the equality against tokenising each piece
+(``tests/text/test_token_spans.py``) and the chunks against the splitter's own tokenizer sizer
+(``tests/text/test_chunking.py``).
 """
 
 from __future__ import annotations
 
 import unicodedata
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
 from typing import TYPE_CHECKING
@@ -43,6 +47,8 @@ if TYPE_CHECKING:
 # one start, its overlap search candidates to one end, and the next chunk starts at one of
 # those; a few recent places find nearly every candidate without a search.
 _RECENT = 32
+# Characters of the text encoded at a time (then cut at the next ASCII space)
+_SEGMENT = 32_768
 # Characters the normaliser deletes that may lie between a cut and the character it checks
 _DELETED_RUN = 32
 
@@ -64,9 +70,9 @@ class SubstringTokens:
         self._recent_ends: deque[int] = deque(maxlen=_RECENT)
         # per word of the text: its first and last character, and the number of tokens of the
         # words before it (``_before[len(words)]`` is the total)
-        self._starts: list[int] = []
-        self._ends: list[int] = []
-        self._before = [0]
+        self._starts = array("q")
+        self._ends = array("q")
+        self._before = array("q", [0])
         self._usable = (
             isinstance(tokenizer.normalizer, BertNormalizer | None)
             and isinstance(tokenizer.pre_tokenizer, BertPreTokenizer)
@@ -76,21 +82,44 @@ class SubstringTokens:
             self._read_words(text)
 
     def _read_words(self, text: str) -> None:
-        """Encode ``text`` once and keep its words' places and token counts."""
-        encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        """Encode ``text`` once, a segment at a time, and keep its words' places and token
+        counts. Segments are cut before an ASCII space (kept by the normaliser, a starter NFD
+        does not reorder across, a pre-tokenizer split, in no special token), so their words
+        are the text's; each is encoded without the GIL (``encode_batch``), and only one
+        segment's encoding is held at a time (a whole 1.6 MB text's took 200 MB)."""
+        if any(
+            any(c.isspace() for c in t.content)
+            for t in self._tokenizer.get_added_tokens_decoder().values()
+        ):
+            self._usable = False  # a special token spanning a space: segments are not words
+            return
+        begin = 0
+        while begin < len(text):
+            cut = text.find(" ", begin + _SEGMENT)
+            cut = len(text) if cut < 0 else cut
+            if not self._read_segment(text[begin:cut], begin):
+                self._usable = False  # not words one after another: count nothing from spans
+                return
+            begin = cut
+
+    def _read_segment(self, segment: str, shift: int) -> bool:
+        """Add the words of ``segment``, which starts at ``shift`` in the text; ``False`` when
+        its tokens are not words one after another."""
+        [encoding] = self._tokenizer.encode_batch([segment], add_special_tokens=False)
         last_word: int | None = None
         for word, (start, end) in zip(encoding.word_ids, encoding.offsets, strict=True):
+            start, end = start + shift, end + shift
             if word is not None and word == last_word:
                 self._ends[-1] = max(self._ends[-1], end)
                 self._before[-1] += 1
                 continue
             if word is None or start >= end or (self._ends and start < self._ends[-1]):
-                self._usable = False  # not words one after another: count nothing from spans
-                break
+                return False
             self._starts.append(start)
             self._ends.append(end)
             self._before.append(self._before[-1] + 1)
             last_word = word
+        return True
 
     def __call__(self, piece: str) -> int:
         """Tokens in ``piece`` (any string; one not found in the text is tokenised alone)."""
@@ -103,7 +132,9 @@ class SubstringTokens:
                 count = self._count(start, end)
                 if count is not None:
                     return count
-        return len(self._tokenizer.encode(piece, add_special_tokens=False).ids)
+        # encode_batch lets other threads run meanwhile (a search in the same process)
+        [encoding] = self._tokenizer.encode_batch([piece], add_special_tokens=False)
+        return len(encoding.ids)
 
     def _locate(self, piece: str) -> int | None:
         """A place of ``piece`` in the text (any one: the count depends on the words there,

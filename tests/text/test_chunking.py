@@ -318,6 +318,10 @@ class CountingTokenizer:
         self.chars += len(text)
         return self._tokenizer.encode(text, **kwargs)
 
+    def encode_batch(self, texts: list[str], **kwargs: bool) -> list[Encoding]:
+        self.chars += sum(len(text) for text in texts)
+        return self._tokenizer.encode_batch(texts, **kwargs)
+
     def __getattr__(self, name: str) -> object:
         return getattr(self._tokenizer, name)
 
