@@ -58,15 +58,17 @@ class Chunker:
 
     ``tokenizer`` is the dense model's ``tokenizers.Tokenizer``; its truncation and padding must
     be off (:func:`ncindex.embedding.models.load_tokenizer` gives such a one, as does
-    ``Embedder.tokenizer``). ``max_tokens`` counts the chunk's own tokens; it is lowered if
-    needed so that a chunk plus the model's special tokens fits in ``model_max_tokens``
-    (the model's input limit). ``overlap_tokens`` is the largest overlap between neighbouring
-    chunks, tokens; it must be below the effective ``max_tokens`` (``ValueError`` otherwise).
-    The overlap is made of whole units of the level being split (sentences of a long
-    paragraph, say), so neighbours cut between paragraphs longer than the overlap share nothing.
-    With ``attach_headings`` (markdown only), a chunk made only of headings is merged into the
-    chunk after it when the result fits ``model_max_tokens``; such a chunk may then exceed
-    ``max_tokens`` by the heading's length. Thread-safe (each call builds its own splitter).
+    ``Embedder.tokenizer``; ``ValueError`` otherwise: counted from a truncated encoding, the
+    text past the limit would weigh nothing). ``max_tokens`` counts the chunk's own tokens; it
+    is lowered if needed so that a chunk plus the model's special tokens fits in
+    ``model_max_tokens`` (the model's input limit). ``overlap_tokens`` is the largest overlap
+    between neighbouring chunks, tokens; it must be below the effective ``max_tokens``
+    (``ValueError`` otherwise). The overlap is made of whole units of the level being split
+    (sentences of a long paragraph, say), so neighbours cut between paragraphs longer than the
+    overlap share nothing. With ``attach_headings`` (markdown only), a chunk made only of
+    headings is merged into the chunk after it when the result fits ``model_max_tokens``; such a
+    chunk may then exceed ``max_tokens`` by the heading's length. Thread-safe (each call builds
+    its own splitter).
     """
 
     def __init__(
@@ -78,6 +80,8 @@ class Chunker:
         model_max_tokens: int,
         attach_headings: bool = True,
     ) -> None:
+        if tokenizer.truncation is not None or tokenizer.padding is not None:
+            raise ValueError("the tokenizer truncates or pads: load it with load_tokenizer")
         specials = tokenizer.num_special_tokens_to_add(is_pair=False)
         capacity = min(max_tokens, model_max_tokens - specials)
         if capacity < 1:

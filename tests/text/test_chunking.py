@@ -274,6 +274,15 @@ def test_bad_sizes_rejected(make_chunker) -> None:
         make_chunker(32, 32)
 
 
+def test_a_truncating_tokenizer_is_rejected(text_model_paths) -> None:
+    # tokenizer.json as shipped truncates at 128 tokens and pads: counted from one truncated
+    # encoding, a 100,000-character text came out as 3 chunks, one of 61,720 characters.
+    # Failed before the fix (no error).
+    shipped = Tokenizer.from_file(str(text_model_paths.dense_dir / "tokenizer.json"))
+    with pytest.raises(ValueError, match="truncates or pads"):
+        Chunker(shipped, max_tokens=200, overlap_tokens=32, model_max_tokens=256)
+
+
 # --- property: offsets hold for any unicode text ----------------------------------------------
 
 _pieces = st.one_of(
