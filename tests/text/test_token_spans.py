@@ -133,6 +133,23 @@ def test_a_long_text_is_encoded_in_segments_that_release_the_gil(tokenizer: Toke
     assert recording.holding == []
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "東京大学の研究者は新しい方法を発表した。" * 5_000,  # no space: cut before an ideograph
+        "QUJDRA+/x0" * 10_000,  # base64: cut before "+" or "/"
+    ],
+)
+def test_a_text_without_spaces_is_encoded_in_segments(tokenizer: Tokenizer, text: str) -> None:
+    # 400,000 CJK characters in one encoding took 230 MB and held the GIL 165 ms converting
+    # it. Failed before the fix (one segment of the whole text).
+    recording = RecordingTokenizer(tokenizer)
+    count = SubstringTokens(recording, text)  # type: ignore[arg-type]
+    assert max(recording.releasing) <= token_spans._SEGMENT + 16
+    for start, end in [(0, 40), (32_760, 32_800), (40, 99_950)]:
+        assert count(text[start:end]) == _tokens(tokenizer, text[start:end]), (start, end)
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(text=_texts, seed=st.integers(0, 2**32))
 def test_counts_equal_tokenising_each_piece_in_short_segments(
