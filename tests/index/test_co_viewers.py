@@ -9,6 +9,8 @@ which of them see it (``ncindex.resolve_node``, one SEARCH by id each) and index
 
 from __future__ import annotations
 
+import pytest
+
 from ncindex.errors import NextcloudProtocolError
 from ncindex.index.indexing import Indexer
 from support import Stack, wait_until
@@ -115,6 +117,65 @@ def test_a_folder_moved_into_a_shared_folder_reaches_the_sharee(stack: Stack) ->
     wait_until(lambda: "user:bob" in _acl(stack, inner), 30)
     payload = stack.points(f"file:{inner}")[0].payload
     assert payload["paths"]["bob"] == "/Shared/Drafts/arches.txt"
+
+
+def _empty_folder_shared(stack: Stack) -> None:
+    """alice's empty ``/Empty`` shared with bob, both accounts scanned once (clean): no
+    document anywhere names bob, so :meth:`~ncindex.index.access.Access.co_viewers` has
+    nobody to offer for what comes into it."""
+    stack.sim.mkdir("alice", "/Empty")
+    stack.sim.share("alice", "/Empty", "bob")
+    stack.settle()
+    stack.reconcile(["alice", "bob"])
+
+
+def _into_empty_share(stack: Stack, how: str) -> int:
+    """A file created in alice's shared ``/Empty`` (``how`` ``"create"``), or her private
+    indexed file moved into it (``"move"``); every event delivered and its tasks run."""
+    if how == "create":
+        file_id = stack.sim.put_file("alice", "/Empty/plan.txt", BRIDGE)
+    else:
+        file_id = stack.sim.put_file("alice", "/Private/plan.txt", BRIDGE)
+        stack.settle()
+        assert _acl(stack, file_id) == ["user:alice"]
+        stack.sim.move("alice", "/Private/plan.txt", "/Empty/plan.txt")
+    stack.settle()
+    assert stack.points(f"file:{file_id}")
+    return file_id
+
+
+@pytest.mark.parametrize("how", ["create", "move"])
+def test_a_file_into_an_empty_shared_folder_reaches_the_sharee_at_his_scan(
+    stack: Stack, how: str
+) -> None:
+    """The sharee's own file scan finds it (a guard: passes before and after). His root's
+    etag combines each sub-mount's (nextcloud/server ``lib/private/Files/FileInfo.php``
+    ``getEtag``, ``addSubEntry``), and the share's root etag changes with what alice writes
+    into it, so the scan walks down to it: without a webhook path, only its latency."""
+    _empty_folder_shared(stack)
+    file_id = _into_empty_share(stack, how)
+    stack.reconcile(["bob"])
+    payload = stack.points(f"file:{file_id}")[0].payload
+    assert payload["acl"] == ["user:alice", "user:bob"]
+    assert payload["paths"] == {"alice": "/Empty/plan.txt", "bob": "/Empty/plan.txt"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the sharees to ask are taken only from documents others hold under the nearest "
+    "folder holding any (Access.co_viewers, move_path's holders): an empty shared folder "
+    "has none, and Nextcloud sends the event in alice's view alone (HookConnector "
+    "postCreate/postRename, WebhooksEventListener::handle's session user), so bob gets the "
+    "file at his next scan only. A fix would ask Nextcloud for the folder's sharees "
+    "(OCS shares?path=…&reshares=true, or shares/inherited for the folders above it).",
+)
+@pytest.mark.parametrize("how", ["create", "move"])
+def test_a_file_into_an_empty_shared_folder_reaches_the_sharee_without_a_scan(
+    stack: Stack, how: str
+) -> None:
+    _empty_folder_shared(stack)
+    file_id = _into_empty_share(stack, how)
+    assert _acl(stack, file_id) == ["user:alice", "user:bob"]
 
 
 def test_a_rename_within_a_shared_folder_reaches_the_sharees_path(stack: Stack) -> None:
