@@ -528,6 +528,9 @@ function fromUrl() {
   const query = Array.from(shown((p.get("q") || "").replace(/\r\n?|\n/g, " ")));
   $("q").value = query.slice(0, MAX_QUERY_CHARS).join("");
   cutQuery = query.length > MAX_QUERY_CHARS ? { text: $("q").value, what: "link's query" } : null;
+  // a link's query of bidi controls alone leaves the box empty: refused, not dropped unsaid
+  // (an empty box makes no search, and the page said nothing of the link's query)
+  if (p.get("q") && !query.length) refused.push("query is nothing but bidi controls (invisible)");
   const types = p.getAll("type").filter(Boolean); // "?type=" names no type
   const boxes = [...document.querySelectorAll("#types input")];
   for (const box of boxes) box.checked = types.includes(box.value);

@@ -766,6 +766,27 @@ def test_a_links_query_is_shown_without_bidi_controls(
     context.close()
 
 
+def test_a_links_query_of_bidi_controls_alone_is_refused(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A link's ``?q=%E2%80%AE%E2%81%A6`` (U+202E, U+2066) left the box empty once its bidi
+    controls were taken away, and the page made no search and said nothing of the link's
+    query: its search is refused, saying so, as a link the form cannot take whole is."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if r.url.endswith("/v1/search") else None)
+    page.goto(deployment.url + "/?q=" + quote("\u202e\u2066"))
+    expect(page.locator("#status")).to_have_text(
+        LINK_REFUSED + "query is nothing but bidi controls (invisible). Change the search "
+        "above, or search again without it."
+    )
+    expect(page.locator("#q")).to_have_value("")
+    assert sent == []
+    context.close()
+
+
 def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: Browser) -> None:
     """A typo finds no document holding the word: the results, the nearest in meaning, are
     said to hold none of the words (they read as matches of it); quotes are said not to make a
