@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -284,13 +285,18 @@ class LibraryIndex:
 
 class _Caller:
     """Stands in for the searching user's Nextcloud client: the search service reads only its
-    ``user`` and calls its ``confirm`` (nothing to confirm: no credential is sent), and the
-    keep-all verifier never calls it."""
+    ``user`` and calls its ``confirm`` and ``confirming_early`` (nothing to confirm: no
+    credential is sent), and the keep-all verifier never calls it."""
 
     user = EVAL_USER
 
     def confirm(self) -> None:
         """Nothing to confirm: the evaluation sends Nextcloud no credential."""
+
+    @contextmanager
+    def confirming_early(self) -> Iterator[None]:
+        """Nothing to ask early (:meth:`confirm`): the block runs as it is."""
+        yield
 
 
 _CALLER = _Caller()
