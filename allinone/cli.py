@@ -1159,7 +1159,7 @@ def reconcile(
 
     _only_with("wait", apply, "--apply (a dry run takes no lock, so waits for none)")
     if not settings.accounts:  # nothing to scan: say so rather than print nothing
-        raise click.ClickException("no Nextcloud accounts configured (NCINDEX_ACCOUNTS)")
+        raise _no_accounts(settings)
     _require_accounts(settings, users)
     services = Services(settings)
     try:
@@ -1215,6 +1215,22 @@ def reconcile(
         raise SystemExit(3)
 
 
+def _no_accounts(settings: Settings) -> click.ClickException:
+    """The error of an account command run with no account configured: without
+    ``NCINDEX_NEXTCLOUD_URL`` too, the accounts are those of the simulator ``ncindex up``
+    serves inside its own process (random admin password, nothing written down), which this
+    process cannot reach; what to do instead is said."""
+    message = "no Nextcloud accounts configured (NCINDEX_ACCOUNTS)"
+    if not settings.nextcloud_url:
+        message += (
+            "; without NCINDEX_NEXTCLOUD_URL, `ncindex up` (`make run`) serves a Nextcloud "
+            "simulator inside its own process, which account commands cannot reach: start "
+            "`ncindex up` again — it makes the simulator's users before its worker runs and "
+            "ends their holds (a refusal or a missing user kept in Redis from the run before)"
+        )
+    return click.ClickException(message)
+
+
 @main.command()
 @click.argument("user")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -1235,7 +1251,7 @@ def forget(settings: Settings, user: str, as_json: bool) -> None:
     from ncindex.sync.deleted import Deleted, check_deleted
 
     if not settings.accounts:
-        raise click.ClickException("no Nextcloud accounts configured (NCINDEX_ACCOUNTS)")
+        raise _no_accounts(settings)
     services = Services(settings)
     try:
         try:
@@ -1292,7 +1308,7 @@ def release(settings: Settings, user: str, as_json: bool) -> None:
     from ncindex.runtime import Services
 
     if not settings.accounts:
-        raise click.ClickException("no Nextcloud accounts configured (NCINDEX_ACCOUNTS)")
+        raise _no_accounts(settings)
     if user not in settings.accounts:
         raise click.BadParameter("not a configured account (NCINDEX_ACCOUNTS)", param_hint="USER")
     services = Services(settings)

@@ -6,8 +6,10 @@ under uvicorn on a loopback port the HTTP port relays ``/mcp`` to), a Celery wor
 thread of the same process, and the store lives under ``data_dir``. Redis is used where one
 answers at ``redis_url``; otherwise a private ``redis-server`` is started. Without a Nextcloud
 configured
-the Nextcloud simulator is started with the bundled sample corpus, the webhooks are registered
-through its OCS API, and its deliveries index the corpus — a newcomer sees it work.
+the Nextcloud simulator is started with the bundled sample corpus, written before the worker and
+beat start (tasks a Redis kept from an earlier run are consumed at once, and must find their
+users); the webhooks are registered through its OCS API, the reconcile pass at start indexes
+the corpus and the deliveries what changes later — a newcomer sees it work.
 
 Beat runs in a thread of the same process (:func:`workers.beat.start_embedded_beat`), and one
 reconcile pass is requested at start, after the sample corpus is written; so is the rewrite of
@@ -305,8 +307,10 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
 
     With no ``nextcloud_url`` the simulator is started (accounts and Nextcloud URL are taken
     from it; the webhook secret too, unless one is set) and, with ``load_sample``, the sample
-    corpus is written into it after the webhooks are registered, so its deliveries index it in
-    the background. Raises ``queueing.RedisTooOld`` when the Redis it would use is older than
+    corpus is written into it before the worker and beat start (no webhook is registered yet:
+    the reconcile pass requested at the end indexes it in the background), and a refusal or
+    missing-user mark a Redis kept of its accounts is cleared (they were just made with these
+    credentials). Raises ``queueing.RedisTooOld`` when the Redis it would use is older than
     7.0, ``ValueError`` naming ``NCINDEX_HOST`` and ``NCINDEX_PORT`` when it cannot listen
     there or every setting :func:`missing_for_nextcloud` finds missing, and what the webhook
     registration raises; a start that fails stops what it had started (the worker, beat, the
@@ -329,17 +333,28 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
         if private_redis is not None:
             private_redis.stop()
         raise
-    simulator = simulator_server = None
+    simulator = simulator_server = sample = None
     # what to close, last first, should the start fail: the private redis-server above all
     started: list[Callable[[], object]] = [private_redis.stop] if private_redis else []
     try:
         if not settings.nextcloud_url:
             from ncindex.simulator import NextcloudSimulator, serve_simulator
-            from ncindex.simulator.sample import SAMPLE_ACCOUNTS
+            from ncindex.simulator.sample import (
+                SAMPLE_ACCOUNTS,
+                add_sample_users,
+                load_sample_corpus,
+            )
 
             simulator = NextcloudSimulator(delivery_delay=(0.2, 1.0))
             admin_password = secrets.token_urlsafe(16)
             simulator.add_user("admin", password=admin_password, display_name="Admin", admin=True)
+            # the accounts (and corpus) exist before the worker and beat start: tasks a Redis
+            # kept from a run stopped mid-way are consumed at once, and a scan refused for a
+            # user not yet added was taken for a deleted user (the admin's lookup said so)
+            if load_sample:
+                sample = load_sample_corpus(simulator)
+            else:  # the configured accounts exist, with no files
+                add_sample_users(simulator)
             simulator_server = serve_simulator(simulator, host="127.0.0.1", port=0)
             started.append(simulator_server.close)
             settings = settings.model_copy(
@@ -381,6 +396,12 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
         services = Services(settings)
         started.append(services.close)
         services.store  # noqa: B018  (open the store and load the models before serving)
+        if simulator is not None:  # its accounts were just made with these credentials: a
+            # refusal or "does not exist" a Redis kept from an earlier run is of another
+            # simulator (one that had not added them yet), and would hold them back for hours
+            for user in settings.accounts:
+                clear_refused(services.redis, settings.names, user)
+                services.redis.delete(settings.names.missing_user(user))
     except BaseException:
         for close in reversed(started):
             close()
@@ -442,13 +463,7 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
         due = rescan_once_listening(services.redis, result, settings)
         if due is not None:  # webhook_listeners' 5-minute cache: the scans beat sends then
             log.info("listening_rescan_due", at=due, classes=len(result.first_registered))
-        if simulator is not None:
-            from ncindex.simulator.sample import add_sample_users, load_sample_corpus
-
-            if load_sample:
-                embedded.sample = load_sample_corpus(simulator)
-            else:  # the configured accounts exist, with no files
-                add_sample_users(simulator)
+        embedded.sample = sample
         # One reconcile pass now: it catches up on what changed while ncindex was down and, for
         # the sample, gives bob the folder alice shares with him (share changes fire no webhook).
         # It is the whole pass a Redis found without its marker asks for, so the marker is set:

@@ -117,9 +117,17 @@ def cause_text(cause: Cause | str | None, user: str) -> str | None:
             f"{user}` sends its app password again at once)"
         )
     if cause == Cause.DELETED:
+        # not read from the 401 itself: nextcloud/server apps/dav/lib/Connector/Sabre/Auth.php
+        # validateUserPass returns false for any failed Session::logClientIn — unknown user
+        # and wrong password alike — and Sabre answers both 401. It is the webhook admin's
+        # GET /ocs/v2.php/cloud/users/{uid} answering OCS 404 "User does not exist"
+        # (apps/provisioning_api/lib/Controller/AUserDataOCSController.php getUserData), once:
+        # a user deleted, or a user backend away for a while (ncindex.sync.deleted)
         return (
-            "deleted in Nextcloud (the user does not exist: `ncindex forget "
-            f"{user}` takes its documents out of the index; then remove the account)"
+            "deleted in Nextcloud, as far as its admin was told (the user does not exist: "
+            f"`ncindex forget {user}` takes its documents out of the index, then remove the "
+            f"account; if the user is back — a user backend that was away — `ncindex release "
+            f"{user}` ends the hold)"
         )
     if cause == Cause.REFUSED:
         return (

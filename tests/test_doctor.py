@@ -335,7 +335,10 @@ def test_a_refused_account_says_why_as_nextcloud_s_admin_tells(served) -> None:
     lines = {line.split(":")[0].strip(): line for line in text.output.splitlines()}
     assert "— disabled in Nextcloud (enable the user, then `ncindex release" in lines["alice"]
     assert "— app password refused (revoked or changed" in lines["carol"]
-    assert "— deleted in Nextcloud (the user does not exist" in lines["dave"]
+    assert (
+        "— deleted in Nextcloud, as far as its admin was told (the user does not exist"
+        in lines["dave"]
+    )
     refused = data["accounts_refused"]
     assert [refused[u]["cause"] for u in ("alice", "carol", "dave")] == [
         "disabled",

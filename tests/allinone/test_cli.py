@@ -512,6 +512,21 @@ def test_reconcile_without_accounts_says_so() -> None:
     assert "no Nextcloud accounts configured (NCINDEX_ACCOUNTS)" in result.output
 
 
+def test_account_commands_without_a_nextcloud_say_what_to_do_under_make_run() -> None:
+    """Under ``make run`` (no NCINDEX_NEXTCLOUD_URL, no accounts) the accounts are those of the
+    simulator inside ``ncindex up``: the error says so and what to do, not only that none is
+    configured (before: only ``no Nextcloud accounts configured``). With a Nextcloud URL set,
+    the short message stays."""
+    for args in (["release", "alice"], ["forget", "alice"], ["reconcile"]):
+        result = CliRunner().invoke(main, args, env={"NCINDEX_ACCOUNTS": "{}"})
+        assert result.exit_code == 1, result.output
+        assert "no Nextcloud accounts configured (NCINDEX_ACCOUNTS); " in result.output
+        assert "start `ncindex up` again" in result.output, result.output
+    env = {"NCINDEX_ACCOUNTS": "{}", "NCINDEX_NEXTCLOUD_URL": "http://127.0.0.1:9"}
+    result = CliRunner().invoke(main, ["release", "alice"], env=env)
+    assert result.output == "Error: no Nextcloud accounts configured (NCINDEX_ACCOUNTS)\n"
+
+
 def _env(redis_url: str, tmp_path: Path, model_dir: Path) -> dict[str, str]:
     """Settings of a command that finds Redis, its own store folder and the models."""
     return {
