@@ -15,7 +15,9 @@ module re-reads, writes, evicts and re-paths, whatever the type.
 A file whose bytes cannot become text (corrupt, over ``max_download_bytes`` — judged from its
 WebDAV size before any download) is parked in the dead letter (:mod:`ncindex.index.deadletter`)
 until its etag changes, and any older version of its text is removed from the index; so is
-a file parked for killing its worker (:meth:`Indexer.park_node`).
+a file parked for killing its worker (:meth:`Indexer.park_node`). A file read again only
+because an older extraction read its unchanged bytes keeps its text instead, unparked
+(:func:`_kept_on_reread`): an upgrade never takes away what was searchable.
 """
 
 from __future__ import annotations
@@ -123,6 +125,29 @@ def _roll_back(error: BaseException, undo: Callable[[], object], doc_key: str) -
         why = f"{type(failure).__name__}: {failure}"
         log.warning("grant_not_taken_back", doc_key=doc_key, error=why, after=repr(error))
         error.add_note(f"taking back the grant of {doc_key} failed too: {why}")
+
+
+def _kept_on_reread(stored: Stored, entry: DavEntry, reason: str) -> bool:
+    """Whether the file looked up as ``entry``, whose download or extraction just failed
+    with ``reason`` (an ``ExtractionError`` or ``TooLarge``), keeps its ``stored`` points: its
+    stored etag is ``entry``'s, so it was read again only because an older extraction read
+    these bytes (:func:`ncindex.sources.file.stored_outdated`) — an upgrade must not take away
+    the text they were searchable by. Logged (``reread_failed_kept``); the stored version
+    stays older, so the scans send it again after their hold, after the documents never sent
+    (:meth:`ncindex.sync.reconcile.Reconciler._outdated`). A new etag (or points that are not
+    one whole version: no stored etag) is ``False``: the bytes read are new."""
+    current = stored.payload
+    if current is None or current.get("etag") != entry.etag:
+        return False
+    log.warning(
+        "reread_failed_kept",
+        doc_key=stored.ref.key,
+        etag=entry.etag,
+        extractor=current.get("extractor"),
+        extractor_version=current.get("extractor_version"),
+        reason=reason,
+    )
+    return True
 
 
 class Indexer:
@@ -401,19 +426,21 @@ class Indexer:
         try:
             doc = self.steps.fetch(client, stored, entry).doc
         except (ExtractionError, TooLarge) as exc:
-            # the bytes cannot become text: park until the file changes; a stale version
-            # of the text must not stay searchable
-            self.services.store.delete_document(ref.key)
             reason = f"{type(exc).__name__}: {exc}"
-            self.deadletters.put_node(
-                file_id,
-                user,
-                entry.etag,
-                reason,
-                path=entry.path,
-                mime_type=entry.content_type or "",
-            )
-            return Outcome("dead_letter", ref.key, reason=reason)
+            if not _kept_on_reread(stored, entry, reason):
+                # the bytes cannot become text: park until the file changes; a stale version
+                # of the text must not stay searchable
+                self.services.store.delete_document(ref.key)
+                self.deadletters.put_node(
+                    file_id,
+                    user,
+                    entry.etag,
+                    reason,
+                    path=entry.path,
+                    mime_type=entry.content_type or "",
+                )
+                return Outcome("dead_letter", ref.key, reason=reason)
+            doc = None  # its stored text stays, as for unchanged content
         except FileGone:
             self.access.remove_node(user, file_id, lost=GONE)
             return Outcome("evicted")

@@ -16,7 +16,10 @@ from click.testing import CliRunner
 from allinone.cli import main
 from allinone.status_view import extraction_lines
 from ncindex.documents import DocType, text_hash
+from ncindex.errors import ExtractionError
+from ncindex.index.deadletter import DeadLetters, node_subject
 from ncindex.index.indexing import Indexer
+from ncindex.sources import file as file_source
 from ncindex.sync.reconcile import RETRY_UNINDEXABLE_SECONDS, Reconciler, ScanState
 from ncindex.sync.status import collect_status
 from ncindex.text import versions
@@ -271,3 +274,59 @@ def test_documents_whose_reread_did_not_take_go_after_those_never_sent(
     a_day_later()
     third = rec.scan("alice", DocType.FILE)  # all four sent before now: the longest indexed
     assert third.outdated == 4 and len(third.reread) == 2
+
+
+def letters_unreadable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A release whose ``eml`` reader (version 2) raises on every e-mail."""
+    monkeypatch.setattr(versions, "EXTRACTOR_VERSIONS", {**versions.EXTRACTOR_VERSIONS, "eml": 2})
+    read = file_source.extract_text
+
+    def extract_text(data: bytes, **kw: Any) -> Any:
+        if kw["filename"].endswith(".eml"):
+            raise ExtractionError("eml reader 2: broken")
+        return read(data, **kw)
+
+    monkeypatch.setattr(file_source, "extract_text", extract_text)
+
+
+def test_a_reread_for_the_version_that_fails_keeps_the_text_searchable(
+    rstack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A letter indexed by ``eml`` 1, then a release whose reader raises on its unchanged
+    bytes: the worker deleted its points and parked it, so an upgrade made a searchable
+    letter disappear. Now its points stay as they were, it is not parked, and it stays
+    outdated for the scans to send again after their hold."""
+    sim = rstack.sim
+    sim.put_file("alice", "/Mail/rota.eml", LETTER)
+    rstack.settle()
+    file_id = sim.file_id("alice", "/Mail/rota.eml")
+    key = f"file:{file_id}"
+    before = [(p.id, p.payload) for p in rstack.points(key)]
+    sim.drop_rate = 1.0  # only the scans see anything
+    letters_unreadable(monkeypatch)
+    sim.reset_request_counts()
+    rstack.reconcile(["alice"])
+    assert downloads(rstack, "/rota.eml") == 1  # read again, and its reader raised
+    assert [(p.id, p.payload) for p in rstack.points(key)] == before
+    letters = DeadLetters(rstack.services.redis, rstack.settings.names)
+    assert letters.get(node_subject(file_id)) is None
+    last = ScanState(rstack.services.redis, "alice", DocType.FILE, rstack.settings.names).last()
+    assert last is not None and last["outdated"] == 1, last
+    assert rstack.found("alice", "harbour rota spring tides", key) is not None
+
+
+def test_a_new_version_of_a_file_that_fails_is_still_parked_and_removed(
+    rstack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guard (passes before and after the change): an e-mail changed (a new etag) whose
+    reader raises loses its old text and is parked, as before."""
+    sim = rstack.sim
+    sim.put_file("alice", "/Mail/rota.eml", LETTER)
+    rstack.settle()
+    file_id = sim.file_id("alice", "/Mail/rota.eml")
+    letters_unreadable(monkeypatch)
+    sim.put_file("alice", "/Mail/rota.eml", LETTER.replace("rota", "rota, edited"))
+    rstack.settle()
+    assert rstack.points(f"file:{file_id}") == []
+    parked = DeadLetters(rstack.services.redis, rstack.settings.names).get(node_subject(file_id))
+    assert parked is not None and parked.reason.startswith("ExtractionError"), parked
