@@ -16,8 +16,9 @@ A file whose bytes cannot become text (corrupt, over ``max_download_bytes`` — 
 WebDAV size before any download) is parked in the dead letter (:mod:`ncindex.index.deadletter`)
 until its etag changes, and any older version of its text is removed from the index; so is
 a file parked for killing its worker (:meth:`Indexer.park_node`). A file read again only
-because an older extraction read its unchanged bytes keeps its text instead, unparked
-(:func:`_kept_on_reread`): an upgrade never takes away what was searchable.
+because an older extraction read its unchanged bytes keeps its text instead
+(:func:`_kept_on_reread`), unparked — or parked, when the re-read killed its worker: an
+upgrade never takes away what was searchable.
 """
 
 from __future__ import annotations
@@ -578,7 +579,10 @@ class Indexer:
         delete its points, as for a file whose bytes cannot become text: a version that was
         never indexed must not leave the one before it searchable. Evicts it instead when it
         is gone. With ``etag`` (the version that failed), nothing is parked and ``None`` is
-        returned when the file is another version now: that one has not failed yet."""
+        returned when the file is another version now: that one has not failed yet. Points
+        whose stored etag is the current one (a re-read of unchanged bytes for a newer
+        extractor: :func:`_kept_on_reread`) are kept; the file is parked all the same, so it
+        is not run again to kill workers until its etag changes."""
         client = self.services.account(user)
         try:
             entry = client.find_by_id(file_id)
@@ -588,7 +592,9 @@ class Indexer:
         if etag is not None and entry.etag != etag:
             return None
         for doc_type in NODE_TYPES:
-            self.services.store.delete_document(DocRef(doc_type, str(file_id)).key)
+            ref = DocRef(doc_type, str(file_id))
+            if not _kept_on_reread(self.steps.read(ref, vectors=False), entry, reason):
+                self.services.store.delete_document(ref.key)
         self.deadletters.put_node(
             file_id,
             user,

@@ -391,11 +391,24 @@ def _run_guarded(indexer: Any, fid: int) -> Any:
         )
 
 
+def _killed_runs(stack: Stack, indexer: Any, fid: int, path: str) -> str:
+    """Record ``dead_letter_after`` runs of ``fid`` that noted alice's current version of
+    ``path`` and never ended (workers killed); returns its dead-letter subject."""
+    from ncindex.index.deadletter import Deliveries, node_subject
+
+    subject = node_subject(fid)
+    deliveries = Deliveries(stack.services.redis, Names(), ttl=3600)
+    for _ in range(indexer.settings.dead_letter_after):
+        deliveries.start(subject)
+        deliveries.working_on(subject, stack.sim.node("alice", path).etag)
+    return subject
+
+
 def test_parking_a_poison_version_removes_the_previous_text(fresh_stack: Stack) -> None:
     """v0 indexed; v1 killed its worker ``dead_letter_after`` times (runs started, noted v1,
     never ended). The next delivery parks v1 and, as for a corrupt file, v0's points are
     deleted: the index must not keep answering with text the file no longer has."""
-    from ncindex.index.deadletter import DeadLetters, Deliveries, node_subject
+    from ncindex.index.deadletter import DeadLetters
 
     stack = fresh_stack
     stack.sim.drop_rate = 1.0
@@ -403,11 +416,7 @@ def test_parking_a_poison_version_removes_the_previous_text(fresh_stack: Stack) 
     fid = stack.sim.put_file("alice", "/Poison/well.md", "Original walrus text v0.")
     assert indexer.index_node("alice", fid).action == "indexed"
     stack.sim.put_file("alice", "/Poison/well.md", "Poison version v1 that kills workers.")
-    subject = node_subject(fid)
-    deliveries = Deliveries(stack.services.redis, Names(), ttl=3600)
-    for _ in range(indexer.settings.dead_letter_after):
-        deliveries.start(subject)
-        deliveries.working_on(subject, stack.sim.node("alice", "/Poison/well.md").etag)
+    subject = _killed_runs(stack, indexer, fid, "/Poison/well.md")
     out = _run_guarded(indexer, fid)
     assert out.action == "dead_letter"
     assert DeadLetters(stack.services.redis, Names()).get(subject) is not None
@@ -588,3 +597,24 @@ def test_a_folder_changed_while_its_file_is_embedded_is_caught_after_the_write(
     else:
         assert out.action == "evicted"
         assert f"file:{fid}" not in stack.indexed()
+
+
+def test_parking_a_reread_that_kills_workers_keeps_the_text(fresh_stack: Stack) -> None:
+    """v0 indexed; its unchanged bytes, read again (as for a newer extractor), killed the
+    worker ``dead_letter_after`` times. The next delivery parks it, but the text of those
+    very bytes stays searchable: before, park_node deleted it (an upgrade that crashes on a
+    file took away what was searchable)."""
+    from ncindex.index.deadletter import DeadLetters
+
+    stack = fresh_stack
+    stack.sim.drop_rate = 1.0
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    fid = stack.sim.put_file("alice", "/Poison/kept.md", "Original walrus text v0.")
+    assert indexer.index_node("alice", fid).action == "indexed"
+    before = [(p.id, p.payload) for p in stack.services.store.document_points(f"file:{fid}")]
+    subject = _killed_runs(stack, indexer, fid, "/Poison/kept.md")
+    out = _run_guarded(indexer, fid)
+    assert out.action == "dead_letter"
+    assert DeadLetters(stack.services.redis, Names()).get(subject) is not None
+    points = stack.services.store.document_points(f"file:{fid}")
+    assert [(p.id, p.payload) for p in points] == before
