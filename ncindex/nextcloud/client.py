@@ -684,8 +684,8 @@ class NextcloudClient:
         refusal it meets is raised by :meth:`confirm`. Leaving the block stops a timer that
         has not fired (so a search failing meanwhile sends nothing more); nothing is armed
         for a client confirmed already or without a read timeout."""
-        usual = self.http.timeout.read
-        if self.confirmed or usual is None:
+        usual = None if self.confirmed else self.http.timeout.read
+        if usual is None:
             yield
             return
         timer = threading.Timer(early_confirm_seconds(usual), self._ask_early)
