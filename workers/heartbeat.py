@@ -124,8 +124,8 @@ def _install(sender: Any = None, instance: Any = None, **kwargs: Any) -> None:
     use_json_logging()
     connect_task_hooks()
 
-    def bound() -> int | None:  # --max-memory-per-child, else the app's; set up after this
-        return getattr(instance, "max_memory_per_child", None)
+    def bound() -> int | None:  # set up after this
+        return pool_memory.pool_bound(instance)
 
     def set_up(**_: Any) -> None:  # once the worker's logging is
         concurrency = getattr(instance, "concurrency", None)

@@ -35,6 +35,22 @@ _log = structlog.get_logger(__name__)
 _tasks_run = 0  # in this (pool) process
 
 
+def pool_bound(worker: Any) -> int | None:
+    """The bound billiard applies in ``worker``'s pool processes, KiB (its
+    ``max_memory_per_child``: ``--max-memory-per-child``, else the app's), or ``None``: none
+    set, or a pool other than prefork. The solo and threads pools run tasks in the worker's
+    own process and ignore the bound (``celery/concurrency/solo.py`` even sends
+    ``worker_process_init`` in the worker itself, its model loaded), so nothing is said of it
+    there."""
+    from celery.concurrency.prefork import TaskPool
+
+    pool_cls = getattr(worker, "pool_cls", None)
+    if not (isinstance(pool_cls, type) and issubclass(pool_cls, TaskPool)):
+        return None
+    bound = getattr(worker, "max_memory_per_child", None)
+    return int(bound) if bound else None
+
+
 def memory_limit_kib(cgroup: Path = CGROUP) -> int:
     """The memory this process may have, KiB: the smallest of its cgroup's limit (v2
     ``memory.max``, v1 ``memory/memory.limit_in_bytes``, under ``cgroup``; ``max`` or a file

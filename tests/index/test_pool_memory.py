@@ -92,3 +92,22 @@ def test_a_recycled_pool_process_says_how_many_tasks_it_ran(
         pool_memory.note_recycled(pid=41, exitcode=EX_RECYCLE)
         pool_memory.note_recycled(pid=42, exitcode=0)
     assert [(e["event"], e["pid"], e["tasks"]) for e in logs] == [("pool_process_recycled", 41, 1)]
+
+
+def test_the_bound_is_a_prefork_pools_only() -> None:
+    """The solo pool sends ``worker_process_init`` in the worker itself, whose peak (its model
+    and store loaded) passed the default bound: a CI run's solo worker logged
+    ``pool_process_past_memory_bound`` as an error for a bound it ignores. Only a prefork
+    worker has one."""
+    from types import SimpleNamespace
+
+    from celery.concurrency import get_implementation
+
+    def worker(pool: str, bound: int | None = 1_200_000) -> SimpleNamespace:
+        return SimpleNamespace(pool_cls=get_implementation(pool), max_memory_per_child=bound)
+
+    assert pool_memory.pool_bound(worker("prefork")) == 1_200_000
+    assert pool_memory.pool_bound(worker("prefork", None)) is None
+    assert pool_memory.pool_bound(worker("solo")) is None
+    assert pool_memory.pool_bound(worker("threads")) is None
+    assert pool_memory.pool_bound(SimpleNamespace()) is None
