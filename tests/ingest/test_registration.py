@@ -350,6 +350,7 @@ def test_the_rescan_line_is_true_for_the_namespace_the_command_runs_in(redis_url
     run = uuid.uuid4().hex[:8]
     here, up = f"reg-{run}", f"reg-up-{run}"
     client = redis.Redis.from_url(redis_url)
+    client.flushdb()  # scans an earlier test left in another namespace would be named too
     report = ScanReport(user="alice", doc_type="file", started_at=time.time(), applied=True)
     ScanState(client, "alice", DocType.FILE, Names(up)).record(report)
     try:
